@@ -1,0 +1,26 @@
+# tff_meta: `make demo` and `make test` set up what is missing, then run.
+PYTHON_SYS ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup clean-venv lint
+
+$(STAMP): requirements.txt
+	@command -v $(PYTHON_SYS) >/dev/null || { echo "Python 3.11 is needed (TFF 0.87 supports 3.9-3.11); set PYTHON_SYS=/path/to/python3.11"; exit 1; }
+	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip<25" 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -m pip install -q --no-deps -r requirements.txt 2>&1 | grep -v '^WARNING: Location' || true
+	$(PY) -c "import tensorflow_federated, sklearn, pandas, matplotlib" 
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m programs.compare --config=configs/demo/digits.toml $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests $(ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

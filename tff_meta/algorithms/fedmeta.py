@@ -1,0 +1,97 @@
+"""FedMeta with MAML, first-order MAML and Meta-SGD.
+
+Chen et al. 2018, "Federated Meta-Learning with Fast Convergence and Efficient
+Communication", Algorithm 1 and Eqs. 2-3:
+- client u adapts theta on its support set,
+  theta_u = theta - alpha (o) grad L_S(theta)   (one or more unrolled steps),
+- and returns g_u = grad_{theta[, alpha]} L_Q(theta_u), the gradient of the
+  query loss with respect to the *original* parameters (second order for MAML
+  and Meta-SGD; inner gradient held constant for FOMAML);
+- the server applies (theta[, alpha]) <- (theta[, alpha]) - (beta/m) sum_u g_u
+  (SGD, Alg. 1 l. 8) or Adam with rate beta (Appendix A.2).
+Meta-SGD's alpha is a per-parameter tensor list in the server state next to
+theta, initialised to the scalar `inner_lr`.
+
+Client work type signature:
+    (<weights=[...][, rates=[...]]>, <support_x,support_y,query_x,query_y>)
+      -> <weighted_update, weight, metrics, num_clients, num_rejected>
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+from tff_meta.algorithms import base, process
+from tff_meta.evaluation import personalized
+from tff_meta.learning import adaptation, losses
+
+VARIANTS = ('maml', 'fomaml', 'metasgd')
+
+
+def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order):
+  """Pure TF: (g_u, query logits) for one client's episode.
+
+  `params` holds `weights` and, for Meta-SGD, per-parameter `rates`.
+  """
+  flat = tf.nest.flatten(params)
+  with tf.GradientTape() as tape:
+    tape.watch(flat)
+    rates = params['rates'] if 'rates' in params else inner_lr
+    support_loss = lambda w: losses.cross_entropy(model.logits(w, data['support_x']), data['support_y'])
+    adapted = adaptation.sgd_adapt(support_loss, params['weights'], rates, inner_steps, first_order)
+    query_logits = model.logits(adapted, data['query_x'])
+    query_loss = losses.cross_entropy(query_logits, data['query_y'])
+  grads = tape.gradient(query_loss, params)
+  return grads, query_logits
+
+
+def _client_fn(model, inner_lr, inner_steps, first_order, params, data):
+  grads, query_logits = meta_gradient(
+      model, params, data, inner_lr=inner_lr, inner_steps=inner_steps, first_order=first_order)
+  stats = losses.batch_stats(query_logits, data['query_y'])
+  return grads, tf.size(data['support_y']) + tf.size(data['query_y']), stats
+
+
+def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: int,
+                          server_optimizer, weighting: str = 'uniform'):
+  """The FedMeta `IterativeProcess` for `variant` in ('maml', 'fomaml', 'metasgd')."""
+  if variant not in VARIANTS:
+    raise ValueError(f'Unknown FedMeta variant {variant!r}; use one of {VARIANTS}.')
+  if inner_steps < 1:
+    raise ValueError(f'FedMeta needs inner_steps >= 1, got {inner_steps}.')
+  params = collections.OrderedDict(weights=model.initial_trainable)
+  if variant == 'metasgd':
+    params['rates'] = [np.full(w.shape, inner_lr, np.float32) for w in model.initial_trainable]
+  return process.build_federated_process(
+      initial_params=params,
+      client_fn=functools.partial(_client_fn, model, inner_lr, inner_steps, variant == 'fomaml'),
+      client_data_spec=personalized.episode_spec(model),
+      server_optimizer=server_optimizer, weighting=weighting)
+
+
+def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str):
+  proc = build_fedmeta_process(
+      model, variant=variant, inner_lr=hp.inner_lr, inner_steps=hp.inner_steps,
+      server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
+      weighting=hp.weighting or 'uniform')
+  steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.inner_steps
+
+  def adapter(params, support_x, support_y):
+    rates = params['rates'] if 'rates' in params else hp.inner_lr
+    loss = lambda w: losses.cross_entropy(model.logits(w, support_x), support_y)
+    return adaptation.sgd_adapt(loss, params['weights'], rates, steps, first_order=True)
+
+  evaluate = personalized.build_personalized_evaluation(model, proc.params_type, adapter)
+  return base.Algorithm(name=name, display_name=display_name, process=proc,
+                        evaluate=evaluate, train_data='episode')
+
+
+for _variant, _name, _display in (('maml', 'fedmeta_maml', 'FedMeta(MAML)'),
+                                  ('fomaml', 'fedmeta_fomaml', 'FedMeta(FOMAML)'),
+                                  ('metasgd', 'fedmeta_metasgd', 'FedMeta(Meta-SGD)')):
+  base.ALGORITHMS.add(_name, functools.partial(
+      _build, variant=_variant, name=_name, display_name=_display))

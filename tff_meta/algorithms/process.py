@@ -1,0 +1,136 @@
+"""The one federated round every algorithm shares.
+
+    state --broadcast params--> clients --client work--> (update, weight, metrics)
+          <--server optimizer-- mean of updates <--federated_sum--
+
+An algorithm is its client work: a pure-TF function
+`client_fn(params, data) -> (update, num_examples, metrics)` whose `update` has
+the structure of `params` and is a (pseudo-)gradient: FedAvg's
+theta - theta_local, FedMeta's meta-gradient (FedMeta Alg. 1, l. 17). The server
+applies the weighted mean through a `tff.learning.optimizers` optimizer
+(theta <- theta - (beta/m) sum_u g_u with SGD, FedMeta Alg. 1, l. 8).
+
+Robustness: a client whose update is not finite (NaN/Inf loss, exploding
+inner step) gets weight 0 and is counted in `num_rejected`; if every client
+is rejected the state is kept unchanged. The round has a single aggregation
+stage (one `federated_sum` of a struct), so it compiles to TFF's mergeable
+form and runs on worker pools.
+
+Type signatures (P = params, D = one client's data, M = metrics):
+    initialize: ( -> <params=P,optimizer_state=O,round_num=int32>@SERVER)
+    next: (<state@SERVER, {D}@CLIENTS> -> <state@SERVER, M@SERVER>)
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable, Mapping
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+WEIGHTINGS = ('uniform', 'num_examples')
+METRIC_NAMES = ('loss_sum', 'correct', 'num_examples')
+
+
+def _all_finite(structure) -> tf.Tensor:
+  flags = [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]
+  return tf.reduce_all(tf.stack(flags))
+
+
+def build_federated_process(
+    *, initial_params: Mapping[str, list], client_fn: Callable,
+    client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer,
+    weighting: str = 'uniform') -> tff.templates.IterativeProcess:
+  """Builds `initialize`/`next` around `client_fn`.
+
+  Args:
+    initial_params: OrderedDict of lists of numpy arrays (e.g. `weights`, and
+      Meta-SGD's `rates`).
+    client_fn: pure-TF `(params, data) -> (update, num_examples, metrics)`;
+      `metrics` holds the sums in `METRIC_NAMES`.
+    client_data_spec: OrderedDict of `tf.TensorSpec` for one client's data.
+    server_optimizer: a `tff.learning.optimizers.Optimizer`.
+    weighting: 'uniform' (FedMeta Alg. 1) or 'num_examples' (FedAvg).
+  """
+  if weighting not in WEIGHTINGS:
+    raise ValueError(f'Unknown client weighting {weighting!r}; use one of {WEIGHTINGS}.')
+  initial_params = collections.OrderedDict(
+      (k, [np.asarray(v, np.float32) for v in vs]) for k, vs in initial_params.items())
+  params_spec = collections.OrderedDict(
+      (k, [tf.TensorSpec(v.shape, tf.float32) for v in vs])
+      for k, vs in initial_params.items())
+  params_type = tff.types.tensorflow_to_type(params_spec)
+  data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
+
+  @tff.tensorflow.computation
+  def server_init():
+    params = tf.nest.map_structure(tf.constant, initial_params)
+    return collections.OrderedDict(
+        params=params,
+        optimizer_state=server_optimizer.initialize(params_spec),
+        round_num=tf.constant(0, tf.int32))
+
+  state_type = server_init.type_signature.result
+
+  @tff.tensorflow.computation(params_type, data_type)
+  def client_update(params, data):
+    update, num_examples, metrics = client_fn(params, data)
+    weight = (tf.cast(num_examples, tf.float32) if weighting == 'num_examples'
+              else tf.constant(1.0))
+    finite = tf.logical_and(_all_finite(update), _all_finite(metrics))
+    keep = tf.cast(finite, tf.float32)
+    weight = weight * keep
+    # tf.where, not multiplication: 0 * NaN is NaN.
+    weighted = tf.nest.map_structure(
+        lambda u: tf.where(finite, u * weight, tf.zeros_like(u)), update)
+    metrics = collections.OrderedDict(
+        (k, tf.where(finite, tf.cast(metrics[k], tf.float32), 0.0)) for k in METRIC_NAMES)
+    return collections.OrderedDict(
+        weighted_update=weighted, weight=weight, metrics=metrics,
+        num_clients=tf.constant(1.0), num_rejected=1.0 - keep)
+
+  @tff.tensorflow.computation(state_type, client_update.type_signature.result)
+  def server_update(state, total):
+    accepted = total['weight'] > 0.0
+    denominator = tf.maximum(total['weight'], 1e-12)
+    mean_update = tf.nest.map_structure(lambda u: u / denominator, total['weighted_update'])
+    opt_state, params = server_optimizer.next(
+        state['optimizer_state'], state['params'], mean_update)
+    keep_old = lambda new, old: tf.where(accepted, new, old)
+    return collections.OrderedDict(
+        params=tf.nest.map_structure(keep_old, params, state['params']),
+        optimizer_state=tf.nest.map_structure(keep_old, opt_state, state['optimizer_state']),
+        round_num=state['round_num'] + 1)
+
+  @tff.tensorflow.computation(state_type)
+  def get_params(state):
+    return state['params']
+
+  @tff.tensorflow.computation(client_update.type_signature.result)
+  def round_metrics(total):
+    metrics = collections.OrderedDict(total['metrics'])
+    metrics['num_clients'] = total['num_clients']
+    metrics['num_rejected'] = total['num_rejected']
+    return metrics
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_eval(server_init, tff.SERVER)
+
+  @tff.federated_computation(
+      tff.FederatedType(state_type, tff.SERVER), tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, client_data):
+    params = tff.federated_broadcast(tff.federated_map(get_params, state))
+    outputs = tff.federated_map(client_update, (params, client_data))
+    total = tff.federated_sum(outputs)
+    new_state = tff.federated_map(server_update, (state, total))
+    return new_state, tff.federated_map(round_metrics, total)
+
+  process = tff.templates.IterativeProcess(initialize, next_fn)
+  # Exposed for cost accounting (bytes per round) and tests.
+  process.params_type = params_type
+  process.client_output_type = client_update.type_signature.result
+  process.client_update = client_update
+  return process

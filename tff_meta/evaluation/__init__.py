@@ -1,0 +1,1 @@
+"""Personalized evaluation (adapt on support, score on query) and its summaries."""

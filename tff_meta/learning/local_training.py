@@ -1,0 +1,49 @@
+"""Local minibatch training with a `tff.learning.optimizers` optimizer.
+
+Used by FedAvg's client work (McMahan et al. 2017; FedMeta Sec. 4.2) and by
+FedAvg(Meta)'s fine-tuning on the support set at evaluation.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from tff_meta.learning import losses
+
+
+def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.Tensor,
+                      y: tf.Tensor, optimizer, epochs: int, batch_size: int):
+  """Trains `weights` on (x, y) for `epochs` passes in order, minibatch by minibatch.
+
+  The data arrive already shuffled (the program shuffles each client's data per
+  round with a seed), so the computation is deterministic.
+
+  Returns:
+    (trained weights, OrderedDict of summed training statistics).
+  """
+  weights = tuple(tf.identity(w) for w in weights)
+  specs = tuple(tf.TensorSpec(w.shape, w.dtype) for w in weights)
+  opt_state = optimizer.initialize(specs)
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat(epochs).batch(batch_size)
+  zero = tf.constant(0.0)
+  stats = collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero)
+
+  def step(carry, batch):
+    w, state, stats = carry
+    bx, by = batch
+    with tf.GradientTape() as tape:
+      tape.watch(w)
+      logits = logits_fn(list(w), bx)
+      loss = losses.cross_entropy(logits, by)
+    grads = tape.gradient(loss, w)
+    state, w = optimizer.next(state, w, tuple(grads))
+    batch = losses.batch_stats(logits, by)
+    stats = collections.OrderedDict(
+        (k, stats[k] + batch[k]) for k in stats)
+    return tuple(w), state, stats
+
+  weights, _, stats = dataset.reduce((weights, opt_state, stats), step)
+  return list(weights), stats

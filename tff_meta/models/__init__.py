@@ -1,0 +1,6 @@
+"""Model builders, selectable by name, and their functional (weights-in) form."""
+
+from tff_meta.models.keras_models import MODELS
+from tff_meta.models.functional import ModelSpec, build_model_spec
+
+__all__ = ['MODELS', 'ModelSpec', 'build_model_spec']

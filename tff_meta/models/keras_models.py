@@ -1,0 +1,112 @@
+"""Keras builders for the papers' models, registered by name in `MODELS`.
+
+Every builder takes `(element_shape, num_classes, **options)` and returns an
+uncompiled `tf.keras.Model` with no layers that update non-trainable state
+(no BatchNormalization): the algorithms differentiate through the model as a
+pure function of its weights (`tff_meta.models.functional`).
+
+Models (FedMeta paper, Chen et al. 2018, Appendix A.1):
+- `femnist_cnn`: two 5x5 convolutions (32, 64 channels), each followed by 2x2
+  max pooling, a 2048-unit ReLU dense layer and a softmax output (62 classes).
+- `shakespeare_lstm`: an 8-d character embedding, two LSTM layers of 256 units,
+  a softmax over characters; input sequences of 80 characters.
+- `sent140_lstm`: 25 word ids, 300-d embeddings (GloVe, given as
+  `embedding_matrix`, or trained), two LSTM layers of 100 units, 2 classes.
+- `mlp` and `logistic_regression`: small models for the embedded digits data.
+Models output logits; the losses apply the softmax.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tff_meta.registry import Registry
+
+MODELS: Registry = Registry('model')
+
+
+def _flat_input(element_shape):
+  return [tf.keras.layers.InputLayer(input_shape=tuple(element_shape)),
+          tf.keras.layers.Flatten()]
+
+
+@MODELS.register('logistic_regression')
+def logistic_regression(element_shape: Sequence[int], num_classes: int) -> tf.keras.Model:
+  return tf.keras.Sequential(
+      _flat_input(element_shape) + [tf.keras.layers.Dense(num_classes)],
+      name='logistic_regression')
+
+
+@MODELS.register('mlp')
+def mlp(element_shape: Sequence[int], num_classes: int,
+        hidden_units: Sequence[int] = (64,)) -> tf.keras.Model:
+  layers = _flat_input(element_shape)
+  for units in hidden_units:
+    layers.append(tf.keras.layers.Dense(int(units), activation='relu'))
+  layers.append(tf.keras.layers.Dense(num_classes))
+  return tf.keras.Sequential(layers, name='mlp')
+
+
+@MODELS.register('femnist_cnn')
+def femnist_cnn(element_shape: Sequence[int] = (28, 28), num_classes: int = 62,
+                dense_units: int = 2048) -> tf.keras.Model:
+  """FedMeta Appendix A.1 CNN (6.6M parameters with 62 classes)."""
+  side = int(round(np.sqrt(np.prod(element_shape))))
+  return tf.keras.Sequential([
+      tf.keras.layers.InputLayer(input_shape=tuple(element_shape)),
+      tf.keras.layers.Reshape((side, side, 1)),
+      tf.keras.layers.Conv2D(32, 5, padding='same', activation='relu'),
+      tf.keras.layers.MaxPool2D(2),
+      tf.keras.layers.Conv2D(64, 5, padding='same', activation='relu'),
+      tf.keras.layers.MaxPool2D(2),
+      tf.keras.layers.Flatten(),
+      tf.keras.layers.Dense(dense_units, activation='relu'),
+      tf.keras.layers.Dense(num_classes),
+  ], name='femnist_cnn')
+
+
+@MODELS.register('shakespeare_lstm')
+def shakespeare_lstm(element_shape: Sequence[int] = (80,), num_classes: int = 81,
+                     embedding_dim: int = 8, units: int = 256) -> tf.keras.Model:
+  """FedMeta Appendix A.1 character LSTM: 8-d embedding, 2 x LSTM(256).
+
+  `unroll=True` keeps the LSTM off cuDNN, whose kernels have no second-order
+  gradients (TFF_NOTES), so MAML works on GPUs too.
+  """
+  seq_len = int(element_shape[0])
+  return tf.keras.Sequential([
+      tf.keras.layers.InputLayer(input_shape=(seq_len,), dtype=tf.int32),
+      tf.keras.layers.Embedding(num_classes, embedding_dim),
+      tf.keras.layers.LSTM(units, return_sequences=True, unroll=True),
+      tf.keras.layers.LSTM(units, unroll=True),
+      tf.keras.layers.Dense(num_classes),
+  ], name='shakespeare_lstm')
+
+
+@MODELS.register('sent140_lstm')
+def sent140_lstm(element_shape: Sequence[int] = (25,), num_classes: int = 2,
+                 vocab_size: int = 10000, embedding_dim: int = 300, units: int = 100,
+                 embedding_matrix: Optional[np.ndarray] = None) -> tf.keras.Model:
+  """FedMeta Appendix A.1 Sent140 classifier: 300-d embeddings, 2 x LSTM(100).
+
+  With `embedding_matrix` (GloVe vectors, [vocab_size, 300]) the embeddings are
+  loaded and frozen; otherwise they are trained.
+  """
+  seq_len = int(element_shape[0])
+  if embedding_matrix is not None:
+    vocab_size, embedding_dim = embedding_matrix.shape
+    embedding = tf.keras.layers.Embedding(
+        vocab_size, embedding_dim, trainable=False,
+        embeddings_initializer=tf.keras.initializers.Constant(embedding_matrix))
+  else:
+    embedding = tf.keras.layers.Embedding(vocab_size, embedding_dim)
+  return tf.keras.Sequential([
+      tf.keras.layers.InputLayer(input_shape=(seq_len,), dtype=tf.int32),
+      embedding,
+      tf.keras.layers.LSTM(units, return_sequences=True, unroll=True),
+      tf.keras.layers.LSTM(units, unroll=True),
+      tf.keras.layers.Dense(num_classes),
+  ], name='sent140_lstm')

@@ -1,0 +1,61 @@
+"""Execution contexts over workers that this project owns.
+
+`local_context()` starts one `WorkerProcess` (TFF's C++ executor) and returns
+a sync context for library/Colab use, or an async one for `tff.program`; the
+worker is stopped by PID when the context manager exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Optional
+
+import tensorflow_federated as tff
+
+from tff_meta.runtime.workers import WorkerProcess
+
+
+def _context_kwargs(stub):
+  def stack_fn(cardinalities):
+    cardinalities.setdefault(tff.CLIENTS, 0)
+    executor = tff.framework.RemoteExecutor(stub)
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  return dict(
+      executor_fn=tff.framework.ResourceManagingExecutorFactory(stack_fn),
+      compiler_fn=tff.backends.native.compiler.desugar_and_transform_to_native,
+      transform_args=tff.tensorflow.transform_args,
+      transform_result=tff.tensorflow.transform_result)
+
+
+def async_context_for(worker: WorkerProcess):
+  return tff.framework.AsyncExecutionContext(**_context_kwargs(worker.stub))
+
+
+def sync_context_for(worker: WorkerProcess):
+  return tff.framework.SyncExecutionContext(**_context_kwargs(worker.stub))
+
+
+@contextlib.contextmanager
+def local_context(log_dir: Optional[str] = None, asynchronous: bool = False) -> Iterator:
+  """Starts a local C++ worker, installs a context on it, stops it on exit."""
+  with WorkerProcess(log_dir=log_dir) as worker:
+    ctx = async_context_for(worker) if asynchronous else sync_context_for(worker)
+    with tff.framework.get_context_stack().install(ctx):
+      yield ctx
+
+
+_DEFAULT_WORKER: Optional[WorkerProcess] = None
+
+
+def set_local_context() -> WorkerProcess:
+  """For notebooks: makes a project-owned local worker the default context.
+
+  The worker is stopped at interpreter exit (or call `.stop()` on the result).
+  """
+  global _DEFAULT_WORKER
+  if _DEFAULT_WORKER is None or _DEFAULT_WORKER.process.poll() is not None:
+    _DEFAULT_WORKER = WorkerProcess()
+  tff.framework.set_default_context(sync_context_for(_DEFAULT_WORKER))
+  return _DEFAULT_WORKER

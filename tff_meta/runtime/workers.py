@@ -1,0 +1,130 @@
+"""TFF C++ worker processes that this project starts and stops, by PID.
+
+TFF's default local context starts `worker_binary` and never stops it
+(its `__del__` fails at interpreter shutdown, TFF_NOTES): orphans pile up and
+keep the parent's stdout open. We start the same binary ourselves, with its
+output in a log file, in its own process group, remember every PID, and stop
+them on `stop()`, on interpreter exit (atexit), and on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Dict, Optional
+
+import grpc
+import portpicker
+import tensorflow_federated as tff
+
+GRPC_OPTIONS = [('grpc.max_message_length', 2_000_000_000),
+                ('grpc.max_receive_message_length', 2_000_000_000),
+                ('grpc.max_send_message_length', 2_000_000_000)]
+
+_LIVE: Dict[int, 'WorkerProcess'] = {}
+_LOCK = threading.Lock()
+
+
+def worker_binary_path() -> str:
+  path = os.path.join(os.path.dirname(tff.__file__), 'data', 'worker_binary')
+  if not os.path.isfile(path):
+    raise RuntimeError(f'TFF worker binary not found at {path}; reinstall tensorflow-federated==0.87.0.')
+  return path
+
+
+class WorkerProcess:
+  """One `worker_binary` on localhost; use as a context manager or call stop()."""
+
+  def __init__(self, port: Optional[int] = None, log_dir: Optional[str] = None,
+               ready_timeout_s: float = 60.0):
+    self.port = port or portpicker.pick_unused_port()
+    log_dir = log_dir or tempfile.gettempdir()
+    self.log_path = os.path.join(log_dir, f'tff_worker_{self.port}.log')
+    self._log = open(self.log_path, 'wb')
+    self.process = subprocess.Popen(
+        [worker_binary_path(), f'--port={self.port}', '--max_concurrent_computation_calls=-1'],
+        stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        start_new_session=True)
+    with _LOCK:
+      _LIVE[self.process.pid] = self
+    _install_handlers()
+    self.channel = grpc.insecure_channel(f'localhost:{self.port}', GRPC_OPTIONS)
+    self.stub = tff.framework.RemoteExecutorGrpcStub(self.channel)
+    deadline = time.monotonic() + ready_timeout_s
+    while not self.stub.is_ready:
+      if self.process.poll() is not None:
+        self.stop()
+        raise RuntimeError(f'TFF worker on port {self.port} exited with code '
+                           f'{self.process.returncode}; see {self.log_path}.')
+      if time.monotonic() > deadline:
+        self.stop()
+        raise RuntimeError(f'TFF worker on port {self.port} not ready after {ready_timeout_s}s; '
+                           f'see {self.log_path}.')
+      time.sleep(0.05)
+
+  @property
+  def pid(self) -> int:
+    return self.process.pid
+
+  def stop(self, timeout_s: float = 10.0) -> None:
+    """Stops the worker (SIGTERM, then SIGKILL) and reaps it."""
+    with _LOCK:
+      _LIVE.pop(self.process.pid, None)
+    if self.process.poll() is None:
+      try:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        self.process.wait(timeout=timeout_s)
+      except subprocess.TimeoutExpired:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+      except ProcessLookupError:
+        pass
+    try:
+      self.channel.close()
+    except Exception:  # pylint: disable=broad-except
+      pass
+    self._log.close()
+
+  def __enter__(self) -> 'WorkerProcess':
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.stop()
+
+
+def live_pids() -> list[int]:
+  with _LOCK:
+    return sorted(_LIVE)
+
+
+def stop_all_workers() -> None:
+  with _LOCK:
+    workers = list(_LIVE.values())
+  for worker in workers:
+    worker.stop()
+
+
+_HANDLERS_INSTALLED = False
+
+
+def _install_handlers() -> None:
+  global _HANDLERS_INSTALLED
+  if _HANDLERS_INSTALLED:
+    return
+  _HANDLERS_INSTALLED = True
+  atexit.register(stop_all_workers)
+  if threading.current_thread() is threading.main_thread():
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_sigterm(signum, frame):
+      stop_all_workers()
+      if callable(previous):
+        previous(signum, frame)
+      else:
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_sigterm)
