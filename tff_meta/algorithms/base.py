@@ -20,6 +20,8 @@ class Hparams:
   eval_inner_steps: int = -1         # -1: same as inner_steps
   server_optimizer: str = 'adam'     # FedMeta Appendix A.2 uses Adam
   server_lr: float = 0.0001          # beta
+  fedavg_server_optimizer: str = 'sgd'  # FedAvg: SGD at 1.0 = plain model averaging
+  fedavg_server_lr: float = 1.0
   client_optimizer: str = 'adam'     # FedAvg local optimizer (Appendix A.2)
   client_lr: float = 0.0001
   local_epochs: int = 1

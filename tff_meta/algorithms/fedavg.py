@@ -54,7 +54,7 @@ def _build(model, hp: base.Hparams, *, fine_tune: bool, name: str, display_name:
   client_optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
   proc = build_fedavg_process(
       model, client_optimizer=client_optimizer,
-      server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
+      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
       local_epochs=hp.local_epochs, batch_size=hp.batch_size,
       weighting=hp.weighting or 'num_examples')
   if fine_tune:

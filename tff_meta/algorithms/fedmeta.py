@@ -53,7 +53,10 @@ def _client_fn(model, inner_lr, inner_steps, first_order, params, data):
   grads, query_logits = meta_gradient(
       model, params, data, inner_lr=inner_lr, inner_steps=inner_steps, first_order=first_order)
   stats = losses.batch_stats(query_logits, data['query_y'])
-  return grads, tf.size(data['support_y']) + tf.size(data['query_y']), stats
+  num_support, num_query = tf.size(data['support_y']), tf.size(data['query_y'])
+  # An episode needs both sets; 0 examples makes the process reject the client.
+  usable = tf.logical_and(num_support > 0, num_query > 0)
+  return grads, tf.where(usable, num_support + num_query, 0), stats
 
 
 def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: int,

@@ -11,7 +11,7 @@ applies the weighted mean through a `tff.learning.optimizers` optimizer
 (theta <- theta - (beta/m) sum_u g_u with SGD, FedMeta Alg. 1, l. 8).
 
 Robustness: a client whose update is not finite (NaN/Inf loss, exploding
-inner step) gets weight 0 and is counted in `num_rejected`; if every client
+inner step) or that reports no usable examples gets weight 0 and is counted in `num_rejected`; if every client
 is rejected the state is kept unchanged. The round has a single aggregation
 stage (one `federated_sum` of a struct), so it compiles to TFF's mergeable
 form and runs on worker pools.
@@ -49,7 +49,8 @@ def build_federated_process(
     initial_params: OrderedDict of lists of numpy arrays (e.g. `weights`, and
       Meta-SGD's `rates`).
     client_fn: pure-TF `(params, data) -> (update, num_examples, metrics)`;
-      `metrics` holds the sums in `METRIC_NAMES`.
+      `metrics` holds the sums in `METRIC_NAMES`; `num_examples == 0` marks
+      a client that cannot contribute (it is rejected).
     client_data_spec: OrderedDict of `tf.TensorSpec` for one client's data.
     server_optimizer: a `tff.learning.optimizers.Optimizer`.
     weighting: 'uniform' (FedMeta Alg. 1) or 'num_examples' (FedAvg).
@@ -80,6 +81,7 @@ def build_federated_process(
     weight = (tf.cast(num_examples, tf.float32) if weighting == 'num_examples'
               else tf.constant(1.0))
     finite = tf.logical_and(_all_finite(update), _all_finite(metrics))
+    finite = tf.logical_and(finite, num_examples > 0)
     keep = tf.cast(finite, tf.float32)
     weight = weight * keep
     # tf.where, not multiplication: 0 * NaN is NaN.

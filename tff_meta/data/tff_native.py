@@ -127,8 +127,9 @@ def _read_bulk(path: str, splits: Sequence[str], max_clients: int,
   return {cid: [features[cid] for features in per_split] for cid in ids}
 
 
-def _read_via_tff(client_datas, max_clients: int,
-                  keys: Sequence[str]) -> Dict[str, List[Dict[str, np.ndarray]]]:
+def _read_via_tff(
+    client_datas, max_clients: int,
+    keys: Sequence[str]) -> Dict[str, List[Dict[str, np.ndarray]]]:
   """Same as `_read_bulk`, through `ClientData.create_tf_dataset_for_client`."""
   ids = sorted(set().union(*(cd.client_ids for cd in client_datas)))
   ids = ids[:max_clients] if max_clients > 0 else ids

@@ -27,7 +27,7 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
   weights = tuple(tf.identity(w) for w in weights)
   specs = tuple(tf.TensorSpec(w.shape, w.dtype) for w in weights)
   opt_state = optimizer.initialize(specs)
-  dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat(epochs).batch(batch_size)
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).repeat(epochs)
   zero = tf.constant(0.0)
   stats = collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero)
 

@@ -4,7 +4,9 @@ TFF's default local context starts `worker_binary` and never stops it
 (its `__del__` fails at interpreter shutdown, TFF_NOTES): orphans pile up and
 keep the parent's stdout open. We start the same binary ourselves, with its
 output in a log file, in its own process group, remember every PID, and stop
-them on `stop()`, on interpreter exit (atexit), and on SIGTERM.
+them on `stop()`, on interpreter exit (atexit), and on SIGTERM. On Linux the
+worker also gets SIGTERM from the kernel if our process dies by SIGKILL
+(PR_SET_PDEATHSIG), so not even a killed run leaves a worker behind.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import atexit
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -30,6 +33,14 @@ _LIVE: Dict[int, 'WorkerProcess'] = {}
 _LOCK = threading.Lock()
 
 
+def _die_with_parent() -> None:
+  """In the child: ask Linux to SIGTERM the worker if our process dies, even by SIGKILL."""
+  if sys.platform.startswith('linux'):
+    import ctypes  # pylint: disable=g-import-not-at-top
+    pr_set_pdeathsig = 1
+    ctypes.CDLL('libc.so.6', use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def worker_binary_path() -> str:
   path = os.path.join(os.path.dirname(tff.__file__), 'data', 'worker_binary')
   if not os.path.isfile(path):
@@ -44,12 +55,13 @@ class WorkerProcess:
                ready_timeout_s: float = 60.0):
     self.port = port or portpicker.pick_unused_port()
     log_dir = log_dir or tempfile.gettempdir()
+    os.makedirs(log_dir, exist_ok=True)
     self.log_path = os.path.join(log_dir, f'tff_worker_{self.port}.log')
     self._log = open(self.log_path, 'wb')
     self.process = subprocess.Popen(
         [worker_binary_path(), f'--port={self.port}', '--max_concurrent_computation_calls=-1'],
         stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        start_new_session=True)
+        start_new_session=True, preexec_fn=_die_with_parent)
     with _LOCK:
       _LIVE[self.process.pid] = self
     _install_handlers()
@@ -112,12 +124,27 @@ def stop_all_workers() -> None:
 _HANDLERS_INSTALLED = False
 
 
+def _drop_tff_default_context() -> None:
+  """Frees TFF's import-time default context while modules are still alive.
+
+  Otherwise its never-used service manager's `__del__` fails at interpreter
+  shutdown ('NoneType' object has no attribute 'Popen').
+  """
+  import gc  # pylint: disable=g-import-not-at-top
+  try:
+    tff.framework.set_default_context(None)
+  except Exception:  # pylint: disable=broad-except
+    return
+  gc.collect()
+
+
 def _install_handlers() -> None:
   global _HANDLERS_INSTALLED
   if _HANDLERS_INSTALLED:
     return
   _HANDLERS_INSTALLED = True
   atexit.register(stop_all_workers)
+  atexit.register(_drop_tff_default_context)
   if threading.current_thread() is threading.main_thread():
     previous = signal.getsignal(signal.SIGTERM)
 

@@ -1,0 +1,42 @@
+r"""Trains one algorithm from a config, under tff.program (checkpoints, resume, metrics).
+
+  python -m programs.train --config=configs/demo/digits.toml --algorithm=fedmeta_maml
+  python -m programs.train --config=configs/fedmeta/femnist_p20_maml.toml --cache_dir=../shared/data/tff
+
+Every config field has an override flag (see --helpfull). Outputs go to
+--output_dir (default runs/<name>): metrics.csv, eval.csv, tensorboard/,
+checkpoints/, config.toml, results.json. Re-running the same command after a
+kill resumes from the last checkpoint.
+"""
+
+import os
+import sys
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags  # noqa: E402
+
+from tff_meta.program import config as config_lib  # noqa: E402
+from tff_meta.program import logs  # noqa: E402
+from tff_meta.program import experiment, report  # noqa: E402
+
+config_lib.define_flags(flags)
+flags.DEFINE_bool('progress', True, 'Show a progress bar.')
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  logs.quiet()
+  try:
+    cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS)).validate()
+  except (ValueError, KeyError) as e:
+    sys.exit(f'error: {e}')
+  result = experiment.run(cfg, show_progress=FLAGS.progress)
+  print(report.format_table([result.row()]))
+  print(f'\nOutputs in {result.output_dir}')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,1 @@
+"""Experiment configs and the tff.program training loop."""

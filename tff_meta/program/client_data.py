@@ -1,0 +1,41 @@
+"""Turns protocol clients into the per-round arrays a process consumes.
+
+All randomness is seeded by (seed, round[, client]), so a resumed run samples
+exactly the clients and orders the data exactly as the uninterrupted run did.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import List, Sequence
+
+import numpy as np
+
+from tff_meta.data.protocol import ClientSplit
+
+
+def sample_clients(num_clients: int, clients_per_round: int, seed: int, round_num: int) -> np.ndarray:
+  """Uniform sampling without replacement (FedMeta Appendix A.2)."""
+  k = min(clients_per_round, num_clients)
+  return np.random.default_rng([seed, round_num]).choice(num_clients, size=k, replace=False)
+
+
+def episode(client: ClientSplit) -> collections.OrderedDict:
+  return collections.OrderedDict(
+      support_x=client.support.x, support_y=client.support.y,
+      query_x=client.query.x, query_y=client.query.y)
+
+
+def full(client: ClientSplit, seed: int, round_num: int) -> collections.OrderedDict:
+  """All of a training client's data, shuffled per round (FedAvg's local data)."""
+  arrays = client.all
+  order = np.random.default_rng([seed, round_num, len(arrays)]).permutation(len(arrays))
+  return collections.OrderedDict(x=arrays.x[order], y=arrays.y[order])
+
+
+def round_data(kind: str, clients: Sequence[ClientSplit], seed: int, round_num: int) -> List:
+  if kind == 'episode':
+    return [episode(c) for c in clients]
+  if kind == 'full':
+    return [full(c, seed, round_num) for c in clients]
+  raise ValueError(f'Unknown training data kind {kind!r}.')

@@ -1,0 +1,171 @@
+"""Experiment configuration: a TOML file, with absl flags that override it.
+
+A config file has top-level keys (the `ExperimentConfig` fields), a `[data]`
+table of dataset-loader options, a `[model_options]` table and an `[hparams]`
+table (`tff_meta.algorithms.Hparams`). Flags are generated from these fields,
+so the flag help can never drift from the config schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from typing import Any, Dict, Optional, Tuple
+
+from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams
+from tff_meta.data import DATASETS
+from tff_meta.data.protocol import validate_fraction
+from tff_meta.models import MODELS
+
+
+class ConfigError(ValueError):
+  """A config value that is wrong; the message names the key and the fix."""
+
+
+@dataclasses.dataclass
+class ExperimentConfig:
+  name: str = 'experiment'
+  algorithm: str = 'fedmeta_maml'
+  dataset: str = 'digits'
+  model: str = 'mlp'
+  rounds: int = 100
+  clients_per_round: int = 4
+  support_fraction: float = 0.2
+  min_samples: int = 2
+  client_split: Tuple[float, float, float] = (0.8, 0.1, 0.1)
+  seed: int = 0
+  eval_every: int = 10
+  checkpoint_every: int = 10
+  output_dir: str = ''
+  data: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  model_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  hparams: Hparams = dataclasses.field(default_factory=Hparams)
+
+  def resolved_output_dir(self) -> str:
+    return self.output_dir or os.path.join('runs', self.name)
+
+  def validate(self) -> 'ExperimentConfig':
+    ALGORITHMS.get(self.algorithm)
+    DATASETS.get(self.dataset)
+    MODELS.get(self.model)
+    OPTIMIZERS.get(self.hparams.server_optimizer)
+    OPTIMIZERS.get(self.hparams.client_optimizer)
+    OPTIMIZERS.get(self.hparams.fedavg_server_optimizer)
+    validate_fraction('support_fraction', self.support_fraction)
+    for key in ('rounds', 'clients_per_round', 'eval_every', 'checkpoint_every'):
+      if getattr(self, key) < 1:
+        raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
+    for key in ('inner_lr', 'server_lr', 'client_lr', 'fedavg_server_lr'):
+      if not getattr(self.hparams, key) > 0:
+        raise ConfigError(f'hparams.{key} must be > 0, got {getattr(self.hparams, key)}.')
+    if self.hparams.inner_steps < 1:
+      raise ConfigError(f'hparams.inner_steps must be >= 1, got {self.hparams.inner_steps}.')
+    return self
+
+
+TOP_LEVEL = {f.name: f for f in dataclasses.fields(ExperimentConfig)
+             if f.name not in ('data', 'model_options', 'hparams')}
+HPARAMS = {f.name: f for f in dataclasses.fields(Hparams)}
+
+
+def _coerce(field: dataclasses.Field, value: Any, where: str) -> Any:
+  default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+  try:
+    if isinstance(default, bool):
+      return bool(value)
+    if isinstance(default, int):
+      if isinstance(value, float) and not value.is_integer():
+        raise ValueError
+      return int(value)
+    if isinstance(default, float):
+      return float(value)
+    if isinstance(default, tuple):
+      if isinstance(value, str):
+        value = [float(v) for v in value.split(',')]
+      return tuple(float(v) for v in value)
+    return str(value)
+  except (TypeError, ValueError):
+    raise ConfigError(f'{where}: expected a {type(default).__name__}, got {value!r}.') from None
+
+
+def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
+  raw = dict(raw)
+  data = dict(raw.pop('data', {}))
+  model_options = dict(raw.pop('model_options', {}))
+  hparams_raw = dict(raw.pop('hparams', {}))
+  kwargs = {}
+  for key, value in raw.items():
+    if key not in TOP_LEVEL:
+      raise ConfigError(f'{source}: unknown key {key!r}; valid keys: {sorted(TOP_LEVEL)} '
+                        'and the tables [data], [model_options], [hparams].')
+    kwargs[key] = _coerce(TOP_LEVEL[key], value, f'{source}: {key}')
+  hp = {}
+  for key, value in hparams_raw.items():
+    if key not in HPARAMS:
+      raise ConfigError(f'{source}: unknown [hparams] key {key!r}; valid: {sorted(HPARAMS)}.')
+    hp[key] = _coerce(HPARAMS[key], value, f'{source}: hparams.{key}')
+  return ExperimentConfig(**kwargs, data=data, model_options=model_options, hparams=Hparams(**hp))
+
+
+def load(path: str, overrides: Optional[Dict[str, Any]] = None) -> ExperimentConfig:
+  """Reads a TOML config; `overrides` maps flat keys (top-level or hparams) to values."""
+  if not os.path.exists(path):
+    raise ConfigError(f'Config file {path!r} does not exist; see configs/ for examples.')
+  try:
+    with open(path, 'rb') as f:
+      raw = tomllib.load(f)
+  except tomllib.TOMLDecodeError as e:
+    raise ConfigError(f'{path}: malformed TOML: {e}') from None
+  return apply_overrides(from_dict(raw, path), overrides or {})
+
+
+def apply_overrides(cfg: ExperimentConfig, overrides: Dict[str, Any]) -> ExperimentConfig:
+  hp = dataclasses.asdict(cfg.hparams)
+  top = {k: getattr(cfg, k) for k in TOP_LEVEL}
+  data = dict(cfg.data)
+  for key, value in overrides.items():
+    if value is None:
+      continue
+    if key in TOP_LEVEL:
+      top[key] = _coerce(TOP_LEVEL[key], value, f'--{key}')
+    elif key in HPARAMS:
+      hp[key] = _coerce(HPARAMS[key], value, f'--{key}')
+    elif key == 'cache_dir':
+      data['cache_dir'] = value
+    else:
+      raise ConfigError(f'Unknown override {key!r}.')
+  return ExperimentConfig(**top, data=data, model_options=dict(cfg.model_options),
+                          hparams=Hparams(**hp))
+
+
+def to_toml(cfg: ExperimentConfig) -> str:
+  """A TOML rendering (written next to each run's outputs)."""
+  def fmt(v):
+    if isinstance(v, str):
+      return '"' + v.replace('\\', '\\\\').replace('"', '\\"') + '"'
+    if isinstance(v, bool):
+      return 'true' if v else 'false'
+    if isinstance(v, (list, tuple)):
+      return '[' + ', '.join(fmt(x) for x in v) + ']'
+    return repr(v)
+  lines = [f'{k} = {fmt(getattr(cfg, k))}' for k in TOP_LEVEL]
+  for table, values in (('data', cfg.data), ('model_options', cfg.model_options),
+                        ('hparams', dataclasses.asdict(cfg.hparams))):
+    lines.append(f'\n[{table}]')
+    lines.extend(f'{k} = {fmt(v)}' for k, v in values.items())
+  return '\n'.join(lines) + '\n'
+
+
+def define_flags(flags_module) -> None:
+  """Defines --config plus one override flag per config field (default: from the config)."""
+  flags_module.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
+  for name, field in list(TOP_LEVEL.items()) + list(HPARAMS.items()):
+    default = field.default if field.default is not dataclasses.MISSING else None
+    flags_module.DEFINE_string(name, None, f'Overrides the config value (default {default!r}).')
+  flags_module.DEFINE_string('cache_dir', None, 'Overrides [data].cache_dir (TFF sqlite folder).')
+
+
+def overrides_from_flags(flag_values) -> Dict[str, Any]:
+  names = list(TOP_LEVEL) + list(HPARAMS) + ['cache_dir']
+  return {n: getattr(flag_values, n) for n in names if getattr(flag_values, n) is not None}

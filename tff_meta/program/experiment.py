@@ -1,0 +1,65 @@
+"""From a config to results: data -> protocol -> model -> algorithm -> training loop.
+
+Programs and notebooks call these; every choice is looked up in a registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Optional
+
+from absl import logging
+
+from tff_meta.algorithms import ALGORITHMS, Algorithm
+from tff_meta.data import load_dataset, protocol
+from tff_meta.models import ModelSpec, build_model_spec
+from tff_meta.program import config as config_lib
+from tff_meta.program import training_loop
+from tff_meta.runtime.workers import WorkerProcess
+
+
+def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
+  dataset = load_dataset(cfg.dataset, **cfg.data)
+  data = protocol.prepare(dataset, support_fraction=cfg.support_fraction,
+                          min_samples=cfg.min_samples, client_split=cfg.client_split,
+                          seed=cfg.seed)
+  logging.info('%s', data.summary())
+  return data
+
+
+def build_model(cfg: config_lib.ExperimentConfig, data: protocol.ProtocolData) -> ModelSpec:
+  ds = data.dataset
+  options = dict(cfg.model_options)
+  extras = ds.extras
+  if 'embeddings' in extras and 'embedding_matrix' not in options:   # Sent140 + GloVe
+    options['embedding_matrix'] = extras['embeddings']
+  elif 'vocab' in extras and 'vocab_size' not in options:            # Sent140, trained embeddings
+    options['vocab_size'] = max(extras['vocab'].values(), default=1) + 1
+  return build_model_spec(cfg.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype,
+                          seed=cfg.seed, **options)
+
+
+def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec) -> Algorithm:
+  return ALGORITHMS.get(cfg.algorithm)(model, cfg.hparams)
+
+
+def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
+        model: Optional[ModelSpec] = None, worker: Optional[WorkerProcess] = None,
+        show_progress: bool = True) -> training_loop.RunResult:
+  cfg.validate()
+  data = data or prepare_data(cfg)
+  model = model or build_model(cfg, data)
+  alg = build_algorithm(cfg, model)
+  out = cfg.resolved_output_dir()
+  os.makedirs(out, exist_ok=True)
+  with open(os.path.join(out, 'config.toml'), 'w') as f:
+    f.write(config_lib.to_toml(cfg))
+  return training_loop.run(
+      alg, data, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round, seed=cfg.seed,
+      eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
+      worker=worker, show_progress=show_progress)
+
+
+def with_algorithm(cfg: config_lib.ExperimentConfig, algorithm: str, output_dir: str):
+  return dataclasses.replace(cfg, algorithm=algorithm, output_dir=output_dir)
