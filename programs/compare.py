@@ -20,6 +20,7 @@ from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import experiment, report  # noqa: E402
+from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
@@ -41,9 +42,9 @@ def main(argv):
       ALGORITHMS.get(m)
     cfg = experiment.with_algorithm(cfg, methods[0], cfg.resolved_output_dir()).validate()
     data = experiment.prepare_data(cfg)
-  except (ValueError, KeyError) as e:
+    model = experiment.build_model(cfg, data)
+  except (*USER_ERRORS, ValueError) as e:
     sys.exit(f'error: {e}')
-  model = experiment.build_model(cfg, data)
   print(data.summary())
   print(f'model {cfg.model}: {model.num_parameters:,} parameters; {cfg.rounds} rounds, '
         f'{cfg.clients_per_round} clients per round, support fraction {cfg.support_fraction}')
@@ -52,8 +53,11 @@ def main(argv):
   with WorkerProcess(log_dir=out) as worker:
     for method in methods:
       run_cfg = experiment.with_algorithm(cfg, method, os.path.join(out, method))
-      result = experiment.run(run_cfg, data=data, model=model, worker=worker,
-                              show_progress=FLAGS.progress)
+      try:
+        result = experiment.run(run_cfg, data=data, model=model, worker=worker,
+                                show_progress=FLAGS.progress)
+      except USER_ERRORS as e:
+        sys.exit(f'error: {e}')
       rows.append(result.row())
       histories[result.display_name] = result.history
   table = report.format_table(rows)

@@ -19,6 +19,7 @@ from absl import app, flags  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import experiment, report  # noqa: E402
+from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show a progress bar.')
@@ -31,9 +32,12 @@ def main(argv):
   logs.quiet()
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS)).validate()
-  except (ValueError, KeyError) as e:
+  except (*USER_ERRORS, ValueError) as e:   # ValueError: e.g. support_fraction out of (0, 1)
     sys.exit(f'error: {e}')
-  result = experiment.run(cfg, show_progress=FLAGS.progress)
+  try:
+    result = experiment.run(cfg, show_progress=FLAGS.progress)
+  except USER_ERRORS as e:
+    sys.exit(f'error: {e}')
   print(report.format_table([result.row()]))
   print(f'\nOutputs in {result.output_dir}')
 

@@ -12,45 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tff_meta.data.types import ClientArrays, DataError, FederatedDataset
-
-
-def label_shards(labels: np.ndarray, num_clients: int, labels_per_client: int,
-                 num_classes: int, seed: int) -> list[np.ndarray]:
-  """Index arrays, one per client, each with `labels_per_client` distinct classes.
-
-  Each class is cut into num_clients * labels_per_client / num_classes pieces;
-  pieces are dealt so that no client gets the same class twice.
-  """
-  total = num_clients * labels_per_client
-  if total % num_classes:
-    raise DataError(f'num_clients * labels_per_client ({total}) must be a multiple of '
-                    f'num_classes ({num_classes}) for equal label shards.')
-  if labels_per_client > num_classes:
-    raise DataError(f'labels_per_client={labels_per_client} exceeds num_classes={num_classes}.')
-  rng = np.random.default_rng(seed)
-  shards_per_class = total // num_classes
-  pieces = {c: np.array_split(rng.permutation(np.flatnonzero(labels == c)), shards_per_class)
-            for c in range(num_classes)}
-  # Deal classes to clients: a random order of the multiset of class slots,
-  # arranged so each client's slots are distinct classes.
-  for _ in range(1000):
-    slots = rng.permutation(np.repeat(np.arange(num_classes), shards_per_class))
-    grid = slots.reshape(num_clients, labels_per_client)
-    if all(len(set(row)) == labels_per_client for row in grid):
-      break
-  else:  # deterministic fallback: a shifted round-robin is always valid.
-    grid = np.array([[(i * labels_per_client + j) % num_classes for j in range(labels_per_client)]
-                     for i in range(num_clients)])
-  taken = {c: 0 for c in range(num_classes)}
-  clients = []
-  for row in grid:
-    idx = []
-    for c in row:
-      idx.append(pieces[c][taken[c]])
-      taken[c] += 1
-    clients.append(np.sort(np.concatenate(idx)))
-  return clients
+from tff_meta.data.partition import label_shards
+from tff_meta.data.types import ClientArrays, FederatedDataset
 
 
 def load_digits(num_clients: int = 100, labels_per_client: int = 2, seed: int = 0) -> FederatedDataset:

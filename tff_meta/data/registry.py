@@ -8,7 +8,7 @@ import inspect
 from typing import Callable
 
 from tff_meta.data.embedded import load_digits
-from tff_meta.data.types import FederatedDataset
+from tff_meta.data.types import DataError, FederatedDataset
 from tff_meta.registry import Registry
 
 
@@ -33,6 +33,10 @@ DATASETS.add('shakespeare', _Lazy('tff_native', 'load_shakespeare'))
 DATASETS.add('leaf_femnist', _Lazy('leaf', 'load_leaf', task='femnist'))
 DATASETS.add('leaf_shakespeare', _Lazy('leaf', 'load_leaf', task='shakespeare'))
 DATASETS.add('leaf_sent140', _Lazy('leaf', 'load_leaf', task='sent140'))
+# Centralized image datasets split into clients (images.py; read offline).
+for _name in ('mnist', 'fashion_mnist', 'cifar10', 'cifar100'):
+  DATASETS.add(_name, _Lazy('images', 'load_image_dataset', name=_name))
+del _name
 
 
 def load_dataset(name: str, **options) -> FederatedDataset:
@@ -43,6 +47,6 @@ def load_dataset(name: str, **options) -> FederatedDataset:
   if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
     unknown = sorted(set(options) - set(params))
     if unknown:
-      raise ValueError(f'Unknown option(s) {unknown} for dataset {name!r}; valid: '
+      raise DataError(f'Unknown option(s) {unknown} for dataset {name!r}; valid: '
                        f'{sorted(k for k, p in params.items() if p.kind != p.VAR_POSITIONAL)}.')
   return fn(**options)

@@ -124,6 +124,8 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Dict[str, Any]) -> Experim
   hp = dataclasses.asdict(cfg.hparams)
   top = {k: getattr(cfg, k) for k in TOP_LEVEL}
   data = dict(cfg.data)
+  if overrides.get('dataset') not in (None, cfg.dataset):
+    data = {}   # the config's loader options belong to its own dataset
   for key, value in overrides.items():
     if value is None:
       continue

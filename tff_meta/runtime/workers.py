@@ -124,18 +124,6 @@ def stop_all_workers() -> None:
 _HANDLERS_INSTALLED = False
 
 
-def _drop_tff_default_context() -> None:
-  """Frees TFF's import-time default context while modules are still alive.
-
-  Otherwise its never-used service manager's `__del__` fails at interpreter
-  shutdown ('NoneType' object has no attribute 'Popen').
-  """
-  import gc  # pylint: disable=g-import-not-at-top
-  try:
-    tff.framework.set_default_context(None)
-  except Exception:  # pylint: disable=broad-except
-    return
-  gc.collect()
 
 
 def _install_handlers() -> None:
@@ -144,7 +132,6 @@ def _install_handlers() -> None:
     return
   _HANDLERS_INSTALLED = True
   atexit.register(stop_all_workers)
-  atexit.register(_drop_tff_default_context)
   if threading.current_thread() is threading.main_thread():
     previous = signal.getsignal(signal.SIGTERM)
 
@@ -155,3 +142,4 @@ def _install_handlers() -> None:
       else:
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, on_sigterm)
+

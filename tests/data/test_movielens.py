@@ -1,0 +1,123 @@
+"""Tests for tff_meta.data.movielens on small GroupLens-format files written here."""
+
+import numpy as np
+import pytest
+
+from tff_meta.data import movielens
+from tff_meta.data.types import DataError
+
+USERS = ['1|24|M|technician|85711', '2|53|F|other|94043', '3|23|M|writer|32067']
+ITEMS = [
+    '1|Toy Story (1995)|01-Jan-1995||http://x|0|0|0|1|1|1|0|0|0|0|0|0|0|0|0|0|0|0|0',
+    '2|GoldenEye (1995)|01-Jan-1995||http://x|0|1|1|0|0|0|0|0|0|0|0|0|0|0|0|0|1|0|0',
+    '3|Café Society (1995)|01-Jan-1995||http://x|0|0|0|0|0|0|0|0|1|0|0|0|0|0|0|0|0|0|0',
+]
+# user, item, rating, timestamp: out of time order on purpose.
+RATINGS = [(1, 1, 5, 300), (1, 2, 3, 100), (2, 3, 4, 50), (1, 3, 1, 200), (2, 1, 2, 10),
+           (1, 1, 4, 400), (2, 2, 5, 60)]
+
+
+def write_ml100k(folder, users=USERS, items=ITEMS, ratings=None, occupation=None):
+  folder.mkdir(parents=True, exist_ok=True)
+  (folder / 'u.user').write_text('\n'.join(users) + '\n', encoding='latin-1')
+  (folder / 'u.item').write_text('\n'.join(items) + '\n', encoding='latin-1')
+  lines = ratings if ratings is not None else ['\t'.join(map(str, r)) for r in RATINGS]
+  (folder / 'u.data').write_text('\n'.join(lines) + '\n')
+  if occupation is not None:
+    (folder / 'u.occupation').write_text('\n'.join(occupation) + '\n')
+  return str(folder)
+
+
+def test_users_are_clients_in_time_order(tmp_path):
+  ds = movielens.load_movielens(write_ml100k(tmp_path))
+  assert ds.name == 'movielens100k'
+  assert list(ds.clients) == ['1', '2']  # user 3 has no ratings
+  assert ds.num_users == 3 and ds.num_items == 3 and ds.max_item_id == 3
+  assert ds.occupations == ('other', 'technician', 'writer') and ds.num_occupations == 3
+  assert ds.num_ratings == 7 and ds.titles[3] == 'Café Society (1995)'
+  u1 = ds.clients['1']
+  assert len(u1) == 4 and u1.ratings.dtype == np.float32
+  np.testing.assert_array_equal(u1.features['timestamp'], [100, 200, 300, 400])
+  np.testing.assert_array_equal(u1.features['item'], [2, 3, 1, 1])
+  np.testing.assert_array_equal(u1.ratings, [3, 1, 5, 4])
+  assert u1.features['genres'].shape == (4, 19)
+  np.testing.assert_array_equal(np.flatnonzero(u1.features['genres'][0]), [1, 2, 16])
+  np.testing.assert_array_equal(np.flatnonzero(u1.features['genres'][2]), [3, 4, 5])
+  assert set(u1.features) == set(movielens.FEATURES)
+  np.testing.assert_array_equal(u1.features['gender'], [0] * 4)
+  np.testing.assert_array_equal(u1.features['age'], [24] * 4)
+  np.testing.assert_array_equal(u1.features['occupation'], [1] * 4)
+  u2 = ds.clients['2']
+  np.testing.assert_array_equal(u2.features['gender'], [1] * 3)
+  np.testing.assert_array_equal(u2.ratings, [2, 4, 5])
+  assert list(movielens.load_movielens(str(tmp_path), min_ratings=4).clients) == ['1']
+  assert list(movielens.load_movielens(str(tmp_path), max_users=1).clients) == ['1']
+
+
+def test_occupation_file_fixes_ids(tmp_path):
+  ds = movielens.load_movielens(write_ml100k(
+      tmp_path, occupation=['writer', 'technician', 'other', 'doctor']))
+  assert ds.occupations == ('writer', 'technician', 'other', 'doctor')
+  assert ds.clients['1'].features['occupation'][0] == 1
+  assert ds.clients['2'].features['occupation'][0] == 2
+
+
+@pytest.mark.parametrize('file, lines, line_no, problem', [
+    ('u.data', ['1\t1\t5\t300', '1\t2\t3'], 2, '4 tab-separated fields'),
+    ('u.data', ['1\t1\t6\t300'], 1, 'outside'),
+    ('u.data', ['1\t1\tfive\t300'], 1, 'not a number'),
+    ('u.data', ['1\t1\t5\t300', '', '9\t1\t5\t300'], 3, 'user id 9 is not in u.user'),
+    ('u.data', ['1\t7\t5\t300'], 1, 'item id 7 is not in u.item'),
+    ('u.user', ['1|24|M|technician|85711', '2|x|F|other|94043'], 2, 'age'),
+    ('u.user', ['1|24|X|technician|85711'], 1, 'gender'),
+    ('u.user', ['1|24|M|technician'], 1, '5'),
+    ('u.item', ITEMS[:1] + ['2|Bad|||url|0|1'], 2, '24'),
+    ('u.item', [ITEMS[0].replace('|1|1|1|', '|1|2|1|')], 1, 'genre flags'),
+])
+def test_malformed_lines_name_file_and_line(tmp_path, file, lines, line_no, problem):
+  write_ml100k(tmp_path)
+  (tmp_path / file).write_text('\n'.join(lines) + '\n', encoding='latin-1')
+  with pytest.raises(DataError) as e:
+    movielens.load_movielens(str(tmp_path))
+  msg = str(e.value)
+  assert file in msg and f'line {line_no}' in msg and problem in msg, msg
+
+
+def test_missing_files(tmp_path):
+  with pytest.raises(DataError) as e:
+    movielens.load_movielens(str(tmp_path))
+  assert "'u.data'" in str(e.value) and 'ml-100k.zip' in str(e.value)
+
+
+def test_chronological_split_last_query_and_support_just_before():
+  support, query = movielens.chronological_split(10, 0.5)
+  np.testing.assert_array_equal(query, [8, 9])
+  np.testing.assert_array_equal(support, [3, 4, 5, 6, 7])
+  support, query = movielens.chronological_split(20, 0.1, query_fraction=0.25)
+  np.testing.assert_array_equal(query, np.arange(15, 20))
+  np.testing.assert_array_equal(support, [13, 14])
+  for n in range(2, 60):
+    for p in (0.01, 0.2, 0.6, 0.8, 0.99):
+      support, query = movielens.chronological_split(n, p)
+      assert len(support) >= 1 and len(query) >= 1
+      assert not set(support) & set(query)
+      assert support[-1] + 1 == query[0] and query[-1] == n - 1
+      assert np.all(np.diff(support) == 1) and np.all(np.diff(query) == 1)
+
+
+@pytest.mark.parametrize('p', [0.0, 1.0, -0.2, 1.5])
+def test_support_fraction_outside_unit_interval_raises(p):
+  with pytest.raises(ValueError, match='support_fraction'):
+    movielens.chronological_split(10, p)
+
+
+def test_split_errors_and_split_user(tmp_path):
+  with pytest.raises(ValueError, match='query_fraction'):
+    movielens.chronological_split(10, 0.5, query_fraction=1.0)
+  with pytest.raises(DataError, match='1 records'):
+    movielens.chronological_split(1, 0.5)
+  ds = movielens.load_movielens(write_ml100k(tmp_path))
+  support, query = movielens.split_user(ds.clients['1'], 0.5)
+  np.testing.assert_array_equal(query.features['timestamp'], [400])
+  np.testing.assert_array_equal(support.features['timestamp'], [200, 300])
+  assert query.ratings.tolist() == [4.0]

@@ -1,0 +1,109 @@
+"""Tests for tff_meta.data.protocol (FedMeta: filter, 80/10/10 clients, support/query)."""
+
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from tff_meta.data import load_dataset
+from tff_meta.data import protocol
+from tff_meta.data.types import ClientArrays, DataError, FederatedDataset
+from tff_meta.registry import UnknownNameError
+
+
+def _dataset(sizes, name='toy'):
+  """Client i has sizes[i] examples; x[:, 0] is a globally unique example id."""
+  clients, start = {}, 0
+  for i, n in enumerate(sizes):
+    ids = np.arange(start, start + n, dtype=np.float32)
+    clients[f'c{i:02d}'] = ClientArrays(np.stack([ids, ids], axis=1),
+                                        (np.arange(n) % 3).astype(np.int32))
+    start += n
+  return FederatedDataset(name=name, clients=clients, num_classes=3, element_shape=(2,))
+
+
+def _ids(split):
+  return {c.client_id for c in split}
+
+
+def test_client_split_80_10_10_disjoint_and_complete():
+  ds = _dataset([12] * 50)
+  data = protocol.prepare(ds, support_fraction=0.2, seed=0)
+  train, val, test = _ids(data.train), _ids(data.validation), _ids(data.test)
+  assert (len(train), len(val), len(test)) == (40, 5, 5)
+  assert not train & val and not train & test and not val & test
+  assert train | val | test == set(ds.clients)
+  assert data.num_filtered == 0 and '40 train / 5 validation / 5 test' in data.summary()
+
+
+def test_support_query_disjoint_and_cover_each_client():
+  ds = _dataset([10, 25, 7, 40, 13, 9, 30, 11, 12, 20])
+  data = protocol.prepare(ds, support_fraction=0.3, seed=1)
+  for c in data.train + data.validation + data.test:
+    s, q = set(c.support.x[:, 0].tolist()), set(c.query.x[:, 0].tolist())
+    assert not s & q
+    assert s | q == set(ds.clients[c.client_id].x[:, 0].tolist())
+    n = len(ds.clients[c.client_id])
+    assert len(s) == int(np.clip(round(0.3 * n), 1, n - 1))
+
+
+def test_same_seed_same_split_different_seed_different():
+  ds = _dataset([15] * 30)
+  key = lambda d: ([c.client_id for c in d.train], [c.client_id for c in d.test],
+                   [c.support.x[:, 0].tolist() for c in d.train])
+  a = protocol.prepare(ds, support_fraction=0.5, seed=4)
+  b = protocol.prepare(ds, support_fraction=0.5, seed=4)
+  c = protocol.prepare(ds, support_fraction=0.5, seed=5)
+  assert key(a) == key(b)
+  assert key(a)[0] != key(c)[0]
+  sq = lambda d: {x.client_id: x.support.x[:, 0].tolist() for x in d.train + d.validation + d.test}
+  assert sq(a) != sq(c)
+
+
+def test_min_samples_filter_counts():
+  ds = _dataset([3, 30, 9, 30, 10, 30, 30, 30, 30, 30, 30, 30])
+  data = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=0)
+  kept = _ids(data.train) | _ids(data.validation) | _ids(data.test)
+  assert data.num_filtered == 2 and kept == set(ds.clients) - {'c00', 'c02'}
+
+
+def test_empty_client_dropped_with_warning_and_none_left_raises():
+  ds = _dataset([0] + [20] * 10)
+  with mock.patch.object(protocol.logging, 'warning') as warning:
+    data = protocol.prepare(ds, support_fraction=0.2, seed=0)
+  assert data.num_filtered == 1
+  assert 'c00' not in _ids(data.train) | _ids(data.validation) | _ids(data.test)
+  assert warning.call_count == 1 and 'c00' in warning.call_args[0][1:]
+  with pytest.raises(DataError, match='toy: no client has >= 25 samples'):
+    protocol.prepare(_dataset([0, 5, 24]), support_fraction=0.2, min_samples=25)
+
+
+@pytest.mark.parametrize('p', [0.0, 1.0, 1.2, -0.1])
+def test_support_fraction_outside_unit_interval_raises_value_error(p):
+  with pytest.raises(ValueError, match='support_fraction'):
+    protocol.prepare(_dataset([10] * 10), support_fraction=p)
+
+
+def test_digits_protocol_end_to_end():
+  ds = load_dataset('digits', num_clients=50, seed=0)
+  data = protocol.prepare(ds, support_fraction=0.2, seed=0)
+  assert len(data.train) == 40 and len(data.validation) == len(data.test) == 5
+  assert sum(len(c) for c in data.train + data.validation + data.test) == 1797
+
+
+def test_unknown_source_name_lists_valid_names():
+  with pytest.raises(UnknownNameError) as e:
+    load_dataset('nope')
+  msg = str(e.value)
+  for name in ('digits', 'emnist', 'leaf_femnist', 'mnist', 'fashion_mnist', 'cifar10',
+               'cifar100'):
+    assert name in msg
+  with pytest.raises(UnknownNameError, match="Did you mean 'mnist'"):
+    load_dataset('mnsit')
+  with pytest.raises(ValueError, match="Unknown option.*'bogus'"):
+    load_dataset('digits', bogus=1)
+
+
+def test_labels_out_of_range_raise():
+  with pytest.raises(DataError, match=r"client 'a' has labels outside \[0, 3\)"):
+    FederatedDataset('bad', {'a': ClientArrays(np.zeros((2, 1)), np.array([0, 3]))}, 3, (1,))

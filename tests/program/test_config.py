@@ -1,0 +1,63 @@
+"""Config files and flag overrides: types, unknown names, bad values."""
+
+import pytest
+
+from tff_meta.program import config as config_lib
+from tff_meta.registry import UnknownNameError
+
+
+def _write(tmp_path, text):
+  path = tmp_path / 'c.toml'
+  path.write_text(text)
+  return str(path)
+
+
+def test_demo_config_loads_and_validates():
+  cfg = config_lib.load('configs/demo/digits.toml').validate()
+  assert cfg.dataset == 'digits' and cfg.hparams.inner_lr == 0.1
+  assert cfg.data == {'num_clients': 100, 'labels_per_client': 2}
+
+
+def test_overrides_are_typed(tmp_path):
+  cfg = config_lib.load(_write(tmp_path, 'rounds = 5\n'),
+                        {'rounds': '7', 'inner_lr': '0.5', 'client_split': '0.6,0.2,0.2',
+                         'cache_dir': '/data'})
+  assert cfg.rounds == 7 and cfg.hparams.inner_lr == 0.5
+  assert cfg.client_split == (0.6, 0.2, 0.2) and cfg.data['cache_dir'] == '/data'
+
+
+def test_round_trip_through_toml(tmp_path):
+  cfg = config_lib.load('configs/demo/digits.toml')
+  again = config_lib.load(_write(tmp_path, config_lib.to_toml(cfg)))
+  assert again == cfg
+
+
+@pytest.mark.parametrize('text, match', [
+    ('algoritm = "fedavg"\n', "unknown key 'algoritm'"),
+    ('rounds = "many"\n', 'rounds: expected a int'),
+    ('[hparams]\nalpha = 0.1\n', "unknown \\[hparams\\] key 'alpha'"),
+    ('rounds = [\n', 'malformed TOML'),
+])
+def test_bad_files_name_the_problem(tmp_path, text, match):
+  with pytest.raises(config_lib.ConfigError, match=match):
+    config_lib.load(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize('override, error, match', [
+    ({'algorithm': 'fedprox2'}, UnknownNameError, "Unknown algorithm 'fedprox2'"),
+    ({'dataset': 'emnst'}, UnknownNameError, "Unknown dataset 'emnst'.*Did you mean 'emnist'"),
+    ({'model': 'cnn'}, UnknownNameError, "Unknown model 'cnn'"),
+    ({'support_fraction': '1.0'}, ValueError, r'support_fraction must be in \(0, 1\)'),
+    ({'support_fraction': '0'}, ValueError, r'support_fraction must be in \(0, 1\)'),
+    ({'server_optimizer': 'adamw'}, UnknownNameError, "Unknown optimizer 'adamw'"),
+    ({'rounds': '0'}, config_lib.ConfigError, 'rounds must be >= 1'),
+])
+def test_bad_values_are_rejected(override, error, match):
+  cfg = config_lib.load('configs/demo/digits.toml', override)
+  with pytest.raises(error, match=match):
+    cfg.validate()
+
+
+def test_missing_file():
+  with pytest.raises(config_lib.ConfigError, match='does not exist'):
+    config_lib.load('configs/nope.toml')

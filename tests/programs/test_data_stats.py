@@ -1,0 +1,75 @@
+"""Tests for programs/data_stats.py (run as a subprocess) and tff_meta.data.stats."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tff_meta.data import load_dataset
+from tff_meta.data import stats
+from tff_meta.data.types import ClientArrays, FederatedDataset
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, '-m', 'programs.data_stats', *args], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=120)
+
+
+def test_table_for_digits():
+  out = _run('--dataset=digits')
+  assert out.returncode == 0, out.stderr
+  lines = out.stdout.splitlines()
+  assert lines[0].startswith('digits: scikit-learn digits')
+  assert 'samples/client mean' in lines[1]
+  row = lines[3].split()
+  # dataset clients samples classes / declared mean stdev min max
+  assert row == ['digits', '100', '1,797', '10', '/', '10', '18.0', '0.5', '2', '2']
+  assert lines[4] == '0 of 100 clients left out (empty).'
+
+
+def test_json_with_options_and_filter_matches_direct_computation():
+  out = _run('--dataset=digits', '--data_option', 'num_clients=40',
+             '--data_option=labels_per_client=5', '--data_option', 'seed=3',
+             '--min_samples=45', '--format=json')
+  assert out.returncode == 0, out.stderr
+  got = json.loads(out.stdout)
+  ds = load_dataset('digits', num_clients=40, labels_per_client=5, seed=3)
+  sizes = np.array([len(c) for c in ds.clients.values()])
+  kept = sizes[sizes >= 45]
+  assert 0 < len(kept) < 40
+  assert got['clients'] == len(kept) and got['filtered'] == 40 - len(kept)
+  assert got['samples'] == kept.sum()
+  assert got['samples_mean'] == pytest.approx(kept.mean())
+  assert got['samples_stdev'] == pytest.approx(kept.std())
+  assert got['classes'] == 10 and got['classes_min'] == got['classes_max'] == 5
+
+
+def test_errors_exit_nonzero_with_message():
+  out = _run('--dataset=nope')
+  assert out.returncode != 0 and 'Unknown dataset' in out.stderr and 'digits' in out.stderr
+  out = _run('--dataset=digits', '--data_option', 'num_clients')
+  assert out.returncode != 0 and 'key=value' in out.stderr
+  out = _run('--dataset=mnist', '--data_option', 'data_dir=/nonexistent/mnist')
+  assert out.returncode != 0 and '/nonexistent/mnist' in out.stderr
+
+
+def test_stats_counts_present_classes_and_skips_empty_clients():
+  clients = {
+      'a': ClientArrays(np.zeros((4, 1)), np.array([0, 0, 1, 5], np.int32)),
+      'b': ClientArrays(np.zeros((2, 1)), np.array([1, 1], np.int32)),
+      'c': ClientArrays(np.zeros((0, 1)), np.zeros((0,), np.int32)),
+  }
+  s = stats.dataset_stats(FederatedDataset('t', clients, 8, (1,)))
+  assert (s.clients, s.samples, s.classes, s.num_classes) == (2, 6, 3, 8)
+  assert (s.samples_mean, s.samples_stdev, s.classes_min, s.classes_max) == (3.0, 1.0, 1, 3)
+  assert s.filtered == 1
+  f = stats.dataset_stats(FederatedDataset('t', clients, 8, (1,)), min_samples=3)
+  assert (f.clients, f.samples, f.classes, f.filtered) == (1, 4, 3, 2)
+  table = stats.format_table([s, f])
+  assert len(table.splitlines()) == 4 and 'classes/client min' in table

@@ -1,0 +1,367 @@
+"""Centralized image datasets (MNIST, Fashion-MNIST, CIFAR-10, CIFAR-100), split into clients.
+
+The image benchmarks of FedEC (Lan et al., CIFAR-10/100 in Table 2) and of
+the MNIST / CIFAR-10 report (003) are centralized datasets that are split
+into non-IID clients with a seeded partitioner (`partition.PARTITIONERS`:
+label_shards, sort_and_shard, dirichlet, iid). Nothing is ever downloaded:
+the files are read from
+
+  (a) a folder the user gives (`data_dir`), holding
+        mnist, fashion_mnist: the IDX files train-images-idx3-ubyte,
+          train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
+          t10k-labels-idx1-ubyte (each optionally .gz), or Keras' mnist.npz;
+        cifar10: the python pickle batches data_batch_1..5 and test_batch
+          (cifar-10-batches-py from cifar-10-python.tar.gz);
+        cifar100: the pickles train and test (cifar-100-python), fine labels;
+      `data_dir` may also be the parent of Keras' subfolder (e.g.
+      ~/.keras/datasets), or
+  (b) when `data_dir` is None, the default places: Debian's
+      `dataset-fashion-mnist` package folder /usr/share/datasets/fashion-mnist
+      (Fashion-MNIST only), then the `tf.keras.datasets` caches
+      ~/.keras/datasets/<subfolder> and /tmp/.keras/datasets/<subfolder>.
+
+If no place has the files, `DataError` names the files and the folders
+searched. Images become float32 in [0, 1] (pixel / 255), kept as in the
+source: MNIST is white digits on 0 = black background, CIFAR is [32, 32, 3]
+RGB. CIFAR pickles are read with an unpickler that only accepts the numpy
+array types such files contain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import io
+import os
+import pickle
+import re
+import struct
+import zlib
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tff_meta.data import partition as partition_lib
+from tff_meta.data.types import DataError, FederatedDataset
+
+_SPLITS = ('train', 'test', 'all')
+IDX_FILES = {
+    'train': ('train-images-idx3-ubyte', 'train-labels-idx1-ubyte'),
+    'test': ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'),
+}
+# IDX type byte -> numpy dtype (big-endian for multi-byte types).
+_IDX_TYPES = {0x08: '>u1', 0x09: '>i1', 0x0B: '>i2', 0x0C: '>i4', 0x0D: '>f4', 0x0E: '>f8'}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Source:
+  kind: str                 # 'idx' or 'cifar'
+  num_classes: int
+  keras_subdir: str         # under <keras cache>/datasets
+  default_dirs: Tuple[str, ...] = ()
+  title: str = ''
+
+
+SOURCES: Dict[str, _Source] = {
+    'mnist': _Source('idx', 10, '', title='MNIST'),
+    'fashion_mnist': _Source('idx', 10, 'fashion-mnist',
+                             ('/usr/share/datasets/fashion-mnist',), 'Fashion-MNIST'),
+    'cifar10': _Source('cifar', 10, 'cifar-10-batches-py', title='CIFAR-10'),
+    'cifar100': _Source('cifar', 100, 'cifar-100-python', title='CIFAR-100'),
+}
+
+
+@dataclasses.dataclass
+class CentralizedData:
+  """One centralized labelled dataset: x float32 [n, ...] in [0, 1], y int32 [n]."""
+  name: str
+  x: np.ndarray
+  y: np.ndarray
+  num_classes: int
+  files: List[str]
+
+
+# ---------------------------------------------------------------------------
+# File formats.
+
+def _read_maybe_gzip(path: str) -> bytes:
+  try:
+    with open(path, 'rb') as f:
+      raw = f.read()
+  except OSError as e:
+    raise DataError(f'Cannot read {path!r}: {e.strerror}.') from e
+  if raw[:2] == b'\x1f\x8b':
+    try:
+      return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+      raise DataError(f'{path}: corrupt or truncated gzip data ({e}); re-download the file.') from e
+  return raw
+
+
+def read_idx(path: str) -> np.ndarray:
+  """Reads one IDX file (LeCun's MNIST format), gzipped or not.
+
+  Layout: two zero bytes, a type byte (0x08 ubyte ... 0x0E double), the
+  number of dimensions d, d big-endian uint32 sizes, then the data. A bad
+  magic number, a truncated file or trailing bytes raise DataError naming
+  the file.
+  """
+  raw = _read_maybe_gzip(path)
+  if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_TYPES:
+    raise DataError(
+        f'{path}: bad IDX magic number 0x{raw[:4].hex() or "(empty)"}; an IDX file starts '
+        'with 0x0000, a type byte 08-0E and the number of dimensions (images: 0x00000803, '
+        'labels: 0x00000801). The file is not IDX or is corrupt; re-download it.')
+  ndim = raw[3]
+  header = 4 + 4 * ndim
+  if len(raw) < header:
+    raise DataError(f'{path}: truncated IDX header ({len(raw)} bytes, needs {header}); '
+                    're-download the file.')
+  dims = struct.unpack(f'>{ndim}I', raw[4:header])
+  dtype = np.dtype(_IDX_TYPES[raw[2]])
+  expected = int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
+  found = len(raw) - header
+  if found != expected:
+    problem = 'truncated' if found < expected else 'has trailing bytes'
+    raise DataError(f'{path}: IDX data {problem}: shape {tuple(dims)} needs {expected} bytes '
+                    f'after the header, found {found}; re-download the file.')
+  data = np.frombuffer(raw, dtype=dtype, count=int(np.prod(dims, dtype=np.int64)),
+                       offset=header)
+  return data.reshape(dims).astype(dtype.newbyteorder('='))
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+  """Unpickles dicts, lists, bytes and numpy arrays only (what CIFAR batches hold)."""
+  _ALLOWED = {('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
+              ('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode'),
+              ('numpy.core.multiarray', 'scalar'), ('numpy._core.multiarray', 'scalar')}
+
+  def find_class(self, module, name):
+    if (module, name) in self._ALLOWED:
+      return super().find_class(module, name)
+    raise pickle.UnpicklingError(f'global {module}.{name} is not allowed in a CIFAR batch')
+
+
+def read_cifar_batch(path: str, label_key: str, num_classes: int) -> Tuple[np.ndarray, np.ndarray]:
+  """One CIFAR python pickle batch: x uint8 [n, 32, 32, 3], y int32 [n].
+
+  The pickle is a dict with `data` (uint8 [n, 3072], rows = the red, green
+  and blue 32x32 planes) and `labels` (CIFAR-10) or `fine_labels`
+  (CIFAR-100); keys may be bytes (Python 2 pickles) or str.
+  """
+  raw = _read_maybe_gzip(path)
+  try:
+    batch = _ArrayUnpickler(io.BytesIO(raw), encoding='bytes').load()
+  except Exception as e:  # pickle raises many types on corrupt input.
+    raise DataError(f'{path}: not a readable CIFAR python pickle batch ({type(e).__name__}: '
+                    f'{e}); re-extract cifar-*-python.tar.gz.') from e
+  if not isinstance(batch, dict):
+    raise DataError(f'{path}: a CIFAR batch is a dict, found {type(batch).__name__}.')
+  batch = {k.decode('latin-1') if isinstance(k, bytes) else k: v for k, v in batch.items()}
+  for key in ('data', label_key):
+    if key not in batch:
+      raise DataError(f'{path}: CIFAR batch has no key {key!r} (keys: {sorted(batch)}); '
+                      f'is this the right dataset (CIFAR-10 uses labels, CIFAR-100 fine_labels)?')
+  data = np.asarray(batch['data'])
+  if data.ndim != 2 or data.shape[1] != 3072:
+    raise DataError(f'{path}: CIFAR data must be [n, 3072] (3 x 32 x 32), found {data.shape}.')
+  try:
+    y = np.asarray(batch[label_key], dtype=np.int64)
+  except (TypeError, ValueError) as e:
+    raise DataError(f'{path}: {label_key} are not integers.') from e
+  if y.shape != (len(data),):
+    raise DataError(f'{path}: {len(data)} images but {y.size} {label_key}.')
+  _check_labels(path, y, num_classes)
+  x = data.astype(np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+  return x, y.astype(np.int32)
+
+
+def _check_labels(path: str, y: np.ndarray, num_classes: int) -> None:
+  bad = (y < 0) | (y >= num_classes)
+  if np.any(bad):
+    raise DataError(f'{path}: label {y[bad][0]} at position {np.flatnonzero(bad)[0]} is outside '
+                    f'[0, {num_classes}); the file is corrupt or of another dataset.')
+
+
+# ---------------------------------------------------------------------------
+# Finding the files.
+
+def keras_cache_dirs() -> List[str]:
+  """The `datasets` folders `tf.keras.datasets` downloads into (~/.keras, /tmp/.keras)."""
+  bases = [os.environ.get('KERAS_HOME'), os.path.join(os.path.expanduser('~'), '.keras'),
+           os.path.join('/tmp', '.keras')]
+  return [os.path.join(b, 'datasets') for b in bases if b]
+
+
+def _find_file(folder: str, name: str) -> Optional[str]:
+  for candidate in (name, name + '.gz', name.replace('-idx', '.idx')):
+    path = os.path.join(folder, candidate)
+    if os.path.isfile(path):
+      return path
+  return None
+
+
+def _cifar_batches(folder: str, name: str, split: str) -> Optional[List[str]]:
+  if name == 'cifar10':
+    def number(p):
+      m = re.search(r'(\d+)$', p)
+      return int(m.group(1)) if m else 0
+    train = sorted(glob.glob(os.path.join(folder, 'data_batch_*')), key=number)
+    test = [p for p in [os.path.join(folder, 'test_batch')] if os.path.isfile(p)]
+  else:
+    train = [p for p in [os.path.join(folder, 'train')] if os.path.isfile(p)]
+    test = [p for p in [os.path.join(folder, 'test')] if os.path.isfile(p)]
+  parts = {'train': [train], 'test': [test], 'all': [train, test]}[split]
+  if all(parts):
+    return [p for part in parts for p in part]
+  return None
+
+
+def _expected(name: str, split: str) -> str:
+  src = SOURCES[name]
+  splits = ('train', 'test') if split == 'all' else (split,)
+  if src.kind == 'idx':
+    files = [f for s in splits for f in IDX_FILES[s]]
+    text = ', '.join(f'{f}[.gz]' for f in files)
+    return text + (' (or mnist.npz)' if name == 'mnist' else '')
+  if name == 'cifar10':
+    return ', '.join({'train': ['data_batch_1 .. data_batch_5'], 'test': ['test_batch']}[s][0]
+                     for s in splits)
+  return ', '.join(splits)
+
+
+def _search_dirs(name: str, data_dir: Optional[str]) -> List[str]:
+  """Folders to try, in order: data_dir (and its Keras subfolder) or the defaults."""
+  src = SOURCES[name]
+  bases = [os.path.expanduser(data_dir)] if data_dir is not None else keras_cache_dirs()
+  out = [] if data_dir is not None else list(src.default_dirs)
+  for base in bases:
+    if data_dir is not None or not src.keras_subdir:
+      out.append(base)
+    if src.keras_subdir:
+      out.append(os.path.join(base, src.keras_subdir))
+  return out
+
+
+def _load_from(folder: str, name: str, split: str) -> Optional[Tuple[np.ndarray, np.ndarray, List[str]]]:
+  """Reads `name` from `folder`, or returns None when the folder lacks its files."""
+  src = SOURCES[name]
+  splits = ('train', 'test') if split == 'all' else (split,)
+  if src.kind == 'idx':
+    paths = [(_find_file(folder, IDX_FILES[s][0]), _find_file(folder, IDX_FILES[s][1]))
+             for s in splits]
+    if all(p and q for p, q in paths):
+      xs, ys = [], []
+      for image_path, label_path in paths:
+        x, y = read_idx(image_path), read_idx(label_path)
+        if x.ndim != 3:
+          raise DataError(f'{image_path}: IDX images must have 3 dimensions [n, rows, cols], '
+                          f'found shape {x.shape}.')
+        if y.ndim != 1:
+          raise DataError(f'{label_path}: IDX labels must have 1 dimension, found {y.shape}.')
+        if len(x) != len(y):
+          raise DataError(f'{image_path} has {len(x)} images but {label_path} has {len(y)} '
+                          'labels; the files come from different downloads.')
+        _check_labels(label_path, y, src.num_classes)
+        xs.append(x)
+        ys.append(y)
+      return np.concatenate(xs), np.concatenate(ys).astype(np.int32), [
+          p for pair in paths for p in pair]
+    npz = os.path.join(folder, 'mnist.npz')
+    if name == 'mnist' and os.path.isfile(npz):
+      try:
+        with np.load(npz, allow_pickle=False) as f:
+          arrays = {s: (f[f'x_{s}'], f[f'y_{s}']) for s in splits}
+      except (OSError, KeyError, ValueError) as e:
+        raise DataError(f'{npz}: not a Keras mnist.npz with x_train, y_train, x_test, y_test '
+                        f'({e}).') from e
+      for _, y in arrays.values():
+        _check_labels(npz, np.asarray(y), 10)
+      return (np.concatenate([a[0] for a in arrays.values()]),
+              np.concatenate([a[1] for a in arrays.values()]).astype(np.int32), [npz])
+    return None
+  batches = _cifar_batches(folder, name, split)
+  if batches is None:
+    return None
+  label_key = 'labels' if name == 'cifar10' else 'fine_labels'
+  parts = [read_cifar_batch(p, label_key, src.num_classes) for p in batches]
+  return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), batches)
+
+
+def load_centralized(name: str, data_dir: Optional[str] = None, split: str = 'all',
+                     max_examples: int = 0) -> CentralizedData:
+  """Reads image dataset `name` from `data_dir` or the default places (see module doc).
+
+  Args:
+    name: 'mnist', 'fashion_mnist', 'cifar10' or 'cifar100'.
+    data_dir: a folder with the files; None searches the default places.
+    split: 'train', 'test', or 'all' (train then test).
+    max_examples: > 0 keeps the first N examples (after concatenating).
+
+  Returns:
+    `CentralizedData` with x float32 in [0, 1] and y int32.
+  """
+  if name not in SOURCES:
+    raise DataError(f'Unknown image dataset {name!r}; expected one of {sorted(SOURCES)}.')
+  if split not in _SPLITS:
+    raise DataError(f'split must be one of {_SPLITS}, got {split!r}.')
+  if data_dir is not None and not os.path.isdir(os.path.expanduser(data_dir)):
+    raise DataError(f'{SOURCES[name].title} data_dir {data_dir!r} is not a folder; it must '
+                    f'hold {_expected(name, split)}.')
+  searched = _search_dirs(name, data_dir)
+  for folder in searched:
+    found = _load_from(folder, name, split) if os.path.isdir(folder) else None
+    if found is not None:
+      x, y, files = found
+      if max_examples > 0:
+        x, y = x[:max_examples], y[:max_examples]
+      x = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
+      return CentralizedData(name, x, y, SOURCES[name].num_classes, files)
+  hint = ('install Debian\'s dataset-fashion-mnist package, or ' if name == 'fashion_mnist'
+          else '')
+  raise DataError(
+      f'{SOURCES[name].title} files not found: expected {_expected(name, split)} in one of '
+      f'{searched}. Nothing is downloaded: {hint}copy the files into a folder and pass it as '
+      f'data_dir, or run tf.keras.datasets.{name}.load_data() once on a machine with internet '
+      'and copy ~/.keras/datasets here.')
+
+
+def load_image_dataset(name: str, data_dir: Optional[str] = None, partition: str = 'label_shards',
+                       num_clients: int = 100, labels_per_client: int = 2,
+                       shards_per_client: int = 2, alpha: float = 0.5, min_size: int = 10,
+                       seed: int = 0, split: str = 'all',
+                       max_examples: int = 0) -> FederatedDataset:
+  """An image dataset split into `num_clients` clients by a seeded partitioner.
+
+  Args:
+    name: 'mnist', 'fashion_mnist', 'cifar10' or 'cifar100'.
+    data_dir: folder with the files (see module doc); None = default places.
+    partition: 'label_shards' (k = labels_per_client distinct classes per
+      client, FedEC / report 003), 'sort_and_shard' (FedAvg, shards_per_client
+      shards), 'dirichlet' (alpha, min_size) or 'iid'.
+    num_clients: number of clients.
+    labels_per_client, shards_per_client, alpha, min_size: the scheme's option
+      (the others are ignored).
+    seed: partition seed; the same seed gives the same clients.
+    split: 'train', 'test' or 'all' (the protocol re-splits every client).
+    max_examples: > 0 keeps the first N examples before partitioning.
+  """
+  data = load_centralized(name, data_dir, split, max_examples)
+  options = {'label_shards': {'labels_per_client': labels_per_client},
+             'sort_and_shard': {'shards_per_client': shards_per_client},
+             'dirichlet': {'alpha': alpha, 'min_size': min_size}}.get(partition, {})
+  clients = partition_lib.partition(data.x, data.y, partition, num_clients, seed,
+                                    num_classes=data.num_classes, id_prefix=name, **options)
+  detail = ', '.join(f'{k}={v}' for k, v in options.items())
+  return FederatedDataset(
+      name=name, clients=clients, num_classes=data.num_classes,
+      element_shape=tuple(data.x.shape[1:]),
+      description=(f'{SOURCES[name].title} (split {split}, {len(data.y)} images) from '
+                   f'{os.path.dirname(data.files[0])}, {num_clients} clients by {partition}'
+                   + (f' ({detail})' if detail else '')),
+      extras={'files': data.files, 'partition': partition})
+
+
+def names() -> Sequence[str]:
+  return sorted(SOURCES)
