@@ -25,6 +25,7 @@ from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 config_lib.define_flags(flags)
+flags.adopt_module_key_flags(config_lib)
 flags.DEFINE_string('algorithms', DEFAULT_METHODS, 'Comma-separated algorithm names '
                     f'(known: {", ".join(ALGORITHMS.names())}).')
 flags.DEFINE_bool('progress', True, 'Show a progress bar per method.')

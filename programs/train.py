@@ -1,7 +1,7 @@
 r"""Trains one algorithm from a config, under tff.program (checkpoints, resume, metrics).
 
   python -m programs.train --config=configs/demo/digits.toml --algorithm=fedmeta_maml
-  python -m programs.train --config=configs/fedmeta/femnist_p20_maml.toml --cache_dir=../shared/data/tff
+  python -m programs.train --config=configs/fedmeta/table2_femnist_p20_maml.toml --cache_dir=../shared/data/tff
 
 Every config field has an override flag (see --helpfull). Outputs go to
 --output_dir (default runs/<name>): metrics.csv, eval.csv, tensorboard/,
@@ -22,6 +22,7 @@ from tff_meta.program import experiment, report  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 config_lib.define_flags(flags)
+flags.adopt_module_key_flags(config_lib)
 flags.DEFINE_bool('progress', True, 'Show a progress bar.')
 FLAGS = flags.FLAGS
 

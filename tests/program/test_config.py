@@ -61,3 +61,12 @@ def test_bad_values_are_rejected(override, error, match):
 def test_missing_file():
   with pytest.raises(config_lib.ConfigError, match='does not exist'):
     config_lib.load('configs/nope.toml')
+
+
+def test_readme_documents_every_config_key():
+  readme = open('README.md').read()
+  keys = list(config_lib.TOP_LEVEL) + list(config_lib.HPARAMS)
+  missing = [k for k in keys if f'`{k}`' not in readme and f' {k}`' not in readme
+             and f'{k},' not in readme]
+  assert not missing, f'README.md does not document config keys {missing}'
+  assert set(config_lib.HELP) == set(keys), 'every config key needs a flag help line'

@@ -64,6 +64,35 @@ class ExperimentConfig:
     return self
 
 
+HELP = {
+    'name': 'Run name; the default output folder is runs/<name>.',
+    'algorithm': 'Algorithm registry name (fedavg, fedavg_meta, fedmeta_maml, fedmeta_fomaml, fedmeta_metasgd).',
+    'dataset': 'Dataset registry name (digits, emnist, shakespeare, leaf_femnist, ...; see docs/DATA.md).',
+    'model': 'Model registry name (mlp, logistic_regression, femnist_cnn, shakespeare_lstm, sent140_lstm).',
+    'rounds': 'Communication rounds (episodes).',
+    'clients_per_round': 'Training clients sampled uniformly per round.',
+    'support_fraction': 'Fraction p of each client\'s data in its support set, in (0, 1).',
+    'min_samples': 'Clients with fewer samples are filtered out (FedMeta: 10/20/25).',
+    'client_split': 'Train/validation/test client fractions, e.g. 0.8,0.1,0.1.',
+    'seed': 'Seed for client splits, support/query splits, sampling and initial weights.',
+    'eval_every': 'Evaluate on validation and test clients every N rounds.',
+    'checkpoint_every': 'Save the server state every N rounds (and at the end).',
+    'output_dir': 'Output folder (metrics, checkpoints, results); default runs/<name>.',
+    'inner_lr': 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
+    'inner_steps': 'Inner SGD steps on the support set during meta-training.',
+    'eval_inner_steps': 'Inner steps at evaluation; -1 = inner_steps.',
+    'server_optimizer': 'FedMeta server optimizer: sgd (Alg. 1), momentum or adam (Appendix A.2).',
+    'server_lr': 'beta: FedMeta server (outer) learning rate.',
+    'fedavg_server_optimizer': 'FedAvg server optimizer (sgd at 1.0 = model averaging).',
+    'fedavg_server_lr': 'FedAvg server learning rate.',
+    'client_optimizer': 'FedAvg local optimizer, also used by FedAvg(Meta) fine-tuning: sgd, momentum, adam.',
+    'client_lr': 'FedAvg local learning rate (and FedAvg(Meta) fine-tuning rate).',
+    'local_epochs': 'FedAvg local epochs per round.',
+    'batch_size': 'FedAvg / fine-tuning minibatch size.',
+    'finetune_epochs': 'FedAvg(Meta) fine-tuning epochs on the support set at evaluation.',
+    'weighting': 'Client weighting: uniform or num_examples; empty = the algorithm\'s default.',
+}
+
 TOP_LEVEL = {f.name: f for f in dataclasses.fields(ExperimentConfig)
              if f.name not in ('data', 'model_options', 'hparams')}
 HPARAMS = {f.name: f for f in dataclasses.fields(Hparams)}
@@ -164,7 +193,7 @@ def define_flags(flags_module) -> None:
   flags_module.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
   for name, field in list(TOP_LEVEL.items()) + list(HPARAMS.items()):
     default = field.default if field.default is not dataclasses.MISSING else None
-    flags_module.DEFINE_string(name, None, f'Overrides the config value (default {default!r}).')
+    flags_module.DEFINE_string(name, None, f'{HELP[name]} Overrides the config (built-in default {default!r}).')
   flags_module.DEFINE_string('cache_dir', None, 'Overrides [data].cache_dir (TFF sqlite folder).')
 
 
