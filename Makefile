@@ -17,7 +17,7 @@ $(STAMP): requirements.txt
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m programs.compare --config=configs/demo/digits.toml $(ARGS)
+	$(PY) -m programs.compare --config=configs/demo/digits.toml --seeds=3 $(ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests $(ARGS)

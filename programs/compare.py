@@ -4,17 +4,22 @@ r"""Trains and compares several algorithms on the same data, clients and seed.
   python -m programs.compare --config=configs/demo/digits.toml --algorithms=fedavg,fedmeta_maml
 
 Every method gets the same client split, support/query division, initial
-model and client sample per round. Prints a Markdown table (one row per
+model and client sample per round. With --seeds=K the whole comparison is
+repeated for seeds seed..seed+K-1 (new client splits, support/query divisions,
+initial weights and client samples) and the table reports the mean, with the
+spread of accuracy across runs, as FedMeta Table 2 does. Prints a Markdown table (one row per
 method) and writes comparison.csv, comparison.md and convergence.png to
 --output_dir, with each method's own run folder (metrics, checkpoints) below.
 """
 
+import dataclasses
 import os
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app, flags  # noqa: E402
+import numpy as np  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
@@ -29,7 +34,24 @@ flags.adopt_module_key_flags(config_lib)
 flags.DEFINE_string('algorithms', DEFAULT_METHODS, 'Comma-separated algorithm names '
                     f'(known: {", ".join(ALGORITHMS.names())}).')
 flags.DEFINE_bool('progress', True, 'Show a progress bar per method.')
+flags.DEFINE_integer('seeds', 1, 'Repeat with seeds seed, seed+1, ...; the table shows mean ± std across runs.')
 FLAGS = flags.FLAGS
+
+
+def _mean_row(rows):
+  """Mean over seeds; accuracy_std is the spread across runs (the paper's ±)."""
+  keys = [k for k in rows[0] if k != 'method']
+  mean = {'method': rows[0]['method'], **{k: float(np.mean([r[k] for r in rows])) for k in keys}}
+  mean['accuracy_std'] = float(np.std([r['accuracy'] for r in rows]))
+  mean['seeds'] = len(rows)
+  return mean
+
+
+def _mean_history(histories):
+  rounds = sorted(set.intersection(*[{h['round'] for h in hist} for hist in histories]))
+  by_round = [{h['round']: h for h in hist} for hist in histories]
+  return [{'round': r, 'test_accuracy': float(np.mean([b[r]['test_accuracy'] for b in by_round]))}
+          for r in rounds]
 
 
 def main(argv):
@@ -41,33 +63,45 @@ def main(argv):
     methods = [m.strip() for m in FLAGS.algorithms.split(',') if m.strip()]
     for m in methods:
       ALGORITHMS.get(m)
-    cfg = experiment.with_algorithm(cfg, methods[0], cfg.resolved_output_dir()).validate()
-    data = experiment.prepare_data(cfg)
-    model = experiment.build_model(cfg, data)
+    if FLAGS.seeds < 1:
+      raise config_lib.ConfigError(f'--seeds must be >= 1, got {FLAGS.seeds}.')
+    cfg = cfg.for_algorithm(methods[0], cfg.resolved_output_dir()).validate()
   except (*USER_ERRORS, ValueError) as e:
     sys.exit(f'error: {e}')
-  print(data.summary())
-  print(f'model {cfg.model}: {model.num_parameters:,} parameters; {cfg.rounds} rounds, '
-        f'{cfg.clients_per_round} clients per round, support fraction {cfg.support_fraction}')
   out = cfg.resolved_output_dir()
-  rows, histories = [], {}
+  seeds = [cfg.seed + i for i in range(FLAGS.seeds)]
+  per_method = {m: [] for m in methods}
   with WorkerProcess(log_dir=out) as worker:
-    for method in methods:
-      run_cfg = experiment.with_algorithm(cfg, method, os.path.join(out, method))
+    for seed in seeds:
+      seed_cfg = dataclasses.replace(cfg, seed=seed)
       try:
-        result = experiment.run(run_cfg, data=data, model=model, worker=worker,
-                                show_progress=FLAGS.progress)
-      except USER_ERRORS as e:
+        data = experiment.prepare_data(seed_cfg)
+        model = experiment.build_model(seed_cfg, data)
+      except (*USER_ERRORS, ValueError) as e:
         sys.exit(f'error: {e}')
-      rows.append(result.row())
-      histories[result.display_name] = result.history
+      print(f'seed {seed}: {data.summary()}')
+      print(f'model {cfg.model}: {model.num_parameters:,} parameters; {cfg.rounds} rounds, '
+            f'{cfg.clients_per_round} clients per round, support fraction {cfg.support_fraction}')
+      for method in methods:
+        run_dir = os.path.join(out, f'seed{seed}' if len(seeds) > 1 else '', method)
+        run_cfg = seed_cfg.for_algorithm(method, os.path.normpath(run_dir))
+        try:
+          result = experiment.run(run_cfg, data=data, model=model, worker=worker,
+                                  show_progress=FLAGS.progress)
+        except USER_ERRORS as e:
+          sys.exit(f'error: {e}')
+        per_method[method].append(result)
+  rows = [_mean_row([r.row() for r in results]) for results in per_method.values()]
+  histories = {results[0].display_name: _mean_history([r.history for r in results])
+               for results in per_method.values()}
   table = report.format_table(rows)
-  print('\n' + table)
+  print(f'\nMean over seeds {seeds}; "±" is the std of accuracy across those runs.\n' + table)
   report.write_csv(rows, os.path.join(out, 'comparison.csv'))
   with open(os.path.join(out, 'comparison.md'), 'w') as f:
-    f.write(f'{data.summary()}\n\n{table}\n')
+    f.write(f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n')
   report.plot_convergence(histories, os.path.join(out, 'convergence.png'),
-                          title=f'{cfg.dataset}, {cfg.model}, support {cfg.support_fraction:.0%}')
+                          title=f'{cfg.dataset}, {cfg.model}, support {cfg.support_fraction:.0%}'
+                                f', mean of {len(seeds)} seed(s)')
   print(f'\nWrote {out}/comparison.csv, comparison.md and convergence.png')
 
 

@@ -60,8 +60,7 @@ def main(argv):
         try:
           cfg = config_lib.load(path, overrides)
           if FLAGS.output_root:
-            cfg = experiment.with_algorithm(cfg, cfg.algorithm,
-                                            os.path.join(FLAGS.output_root, cfg.name))
+            cfg = cfg.for_algorithm(cfg.algorithm, os.path.join(FLAGS.output_root, cfg.name))
           result = experiment.run(cfg.validate(), show_progress=FLAGS.progress)
         except USER_ERRORS as e:
           sys.exit(f'error in {path}: {e}')

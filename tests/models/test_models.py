@@ -19,7 +19,7 @@ def test_femnist_cnn_matches_paper_size():
 def test_shakespeare_lstm_shape():
   model = MODELS.get('shakespeare_lstm')((80,), 81)
   assert model.output_shape == (None, 81)
-  assert [l.units for l in model.layers if isinstance(l, tf.keras.layers.LSTM)] == [256, 256]
+  assert [l.cell.units for l in model.layers if isinstance(l, tf.keras.layers.RNN)] == [256, 256]
 
 
 def test_sent140_lstm_with_frozen_glove():
@@ -55,3 +55,38 @@ def test_same_seed_same_initial_weights():
 def test_unknown_model_lists_known_ones():
   with pytest.raises(UnknownNameError, match='Known models: .*femnist_cnn'):
     MODELS.get('resnet')
+
+
+def test_looped_lstm_second_order_gradient_equals_unrolled(tff_context):
+  """The while-loop LSTM used by the paper models gives MAML's exact meta-gradient."""
+  from tff_meta.algorithms import fedmeta  # pylint: disable=g-import-not-at-top
+  from tff_meta.models import keras_models  # pylint: disable=g-import-not-at-top
+
+  def builder(unroll):
+    def build(element_shape, num_classes):
+      rnn = (lambda u, seq=False: tf.keras.layers.LSTM(u, return_sequences=seq, unroll=True)
+             ) if unroll else keras_models.lstm
+      return tf.keras.Sequential([
+          tf.keras.layers.InputLayer(input_shape=element_shape, dtype=tf.int32),
+          tf.keras.layers.Embedding(num_classes, 3), rnn(3, True), rnn(3),
+          tf.keras.layers.Dense(num_classes)])
+    return build
+
+  rng = np.random.default_rng(0)
+  ep = {k: rng.integers(0, 7, (6, 3) if k.endswith('x') else 6).astype(np.int32)
+        for k in ('support_x', 'support_y', 'query_x', 'query_y')}
+  grads = {}
+  for unroll in (True, False):
+    name = f'_test_lstm_unroll_{unroll}'
+    if name not in MODELS:
+      MODELS.add(name, builder(unroll))
+    spec = build_model_spec(name, (3,), 7, x_dtype=np.int32, seed=0)
+    for variant in ('maml', 'fomaml'):
+      proc = fedmeta.build_fedmeta_process(
+          spec, variant=variant, inner_lr=1.0, inner_steps=1,
+          server_optimizer=tff.learning.optimizers.build_sgdm(1.0))
+      grads[unroll, variant] = proc.client_update(
+          proc.initialize()['params'], ep)['weighted_update']['weights']
+  diff = lambda a, b: max(np.max(np.abs(x - y)) for x, y in zip(a, b))
+  assert diff(grads[True, 'maml'], grads[False, 'maml']) < 1e-6
+  assert diff(grads[False, 'maml'], grads[False, 'fomaml']) > 1e-3

@@ -70,3 +70,17 @@ def test_readme_documents_every_config_key():
              and f'{k},' not in readme]
   assert not missing, f'README.md does not document config keys {missing}'
   assert set(config_lib.HELP) == set(keys), 'every config key needs a flag help line'
+
+
+def test_method_hparams_apply_per_algorithm(tmp_path):
+  cfg = config_lib.load(_write(tmp_path, '[hparams]\ninner_lr = 0.1\n'
+                               '[method_hparams.fedmeta_maml]\ninner_lr = 0.05\n'))
+  assert cfg.for_algorithm('fedmeta_maml', 'o').hparams.inner_lr == 0.05
+  assert cfg.for_algorithm('fedmeta_fomaml', 'o').hparams.inner_lr == 0.1
+  # A flag beats the per-method table.
+  flagged = config_lib.apply_overrides(cfg, {'inner_lr': '0.2'})
+  assert flagged.for_algorithm('fedmeta_maml', 'o').hparams.inner_lr == 0.2
+  with pytest.raises(config_lib.ConfigError, match="method_hparams.fedavg] key 'alpha'"):
+    config_lib.load(_write(tmp_path, '[method_hparams.fedavg]\nalpha = 1\n'))
+  with pytest.raises(UnknownNameError, match="Unknown algorithm 'fedavgg'"):
+    config_lib.load(_write(tmp_path, '[method_hparams.fedavgg]\nclient_lr = 1\n'))

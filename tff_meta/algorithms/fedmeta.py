@@ -45,7 +45,7 @@ def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order):
     adapted = adaptation.sgd_adapt(support_loss, params['weights'], rates, inner_steps, first_order)
     query_logits = model.logits(adapted, data['query_x'])
     query_loss = losses.cross_entropy(query_logits, data['query_y'])
-  grads = tape.gradient(query_loss, params)
+  grads = tf.nest.pack_sequence_as(params, adaptation.dense(tape.gradient(query_loss, flat)))
   return grads, query_logits
 
 

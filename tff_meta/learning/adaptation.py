@@ -16,6 +16,11 @@ Weights = List[tf.Tensor]
 Rates = Union[float, tf.Tensor, Sequence[tf.Tensor]]
 
 
+def dense(grads):
+  """Gradients as dense tensors (embedding lookups give `tf.IndexedSlices`)."""
+  return [None if g is None else tf.convert_to_tensor(g) for g in grads]
+
+
 def sgd_adapt(loss_fn: Callable[[Weights], tf.Tensor], weights: Sequence[tf.Tensor],
               rates: Rates, steps: int, first_order: bool = False) -> Weights:
   """Returns the weights after `steps` SGD steps on `loss_fn`.
@@ -35,7 +40,7 @@ def sgd_adapt(loss_fn: Callable[[Weights], tf.Tensor], weights: Sequence[tf.Tens
     with tf.GradientTape() as tape:
       tape.watch(weights)
       loss = loss_fn(weights)
-    grads = tape.gradient(loss, weights)
+    grads = dense(tape.gradient(loss, weights))
     if first_order:
       grads = [tf.stop_gradient(g) for g in grads]
     if per_weight:

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
-from tff_meta.learning import losses
+from tff_meta.learning import adaptation, losses
 
 
 def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.Tensor,
@@ -38,7 +38,7 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
       tape.watch(w)
       logits = logits_fn(list(w), bx)
       loss = losses.cross_entropy(logits, by)
-    grads = tape.gradient(loss, w)
+    grads = adaptation.dense(tape.gradient(loss, w))
     state, w = optimizer.next(state, w, tuple(grads))
     batch = losses.batch_stats(logits, by)
     stats = collections.OrderedDict(

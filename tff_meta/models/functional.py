@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import weakref
 from typing import Any, Callable, List, Sequence
 
 import numpy as np
@@ -40,6 +41,8 @@ class ModelSpec:
   num_classes: int
   initial_trainable: List[np.ndarray]
   frozen: List[np.ndarray]
+  _frozen_by_graph: 'weakref.WeakKeyDictionary' = dataclasses.field(
+      default_factory=weakref.WeakKeyDictionary, repr=False, compare=False)
 
   @property
   def weight_specs(self) -> List[tf.TensorSpec]:
@@ -55,7 +58,11 @@ class ModelSpec:
 
   def logits(self, weights: Sequence[tf.Tensor], x: tf.Tensor) -> tf.Tensor:
     """Logits of `x` under trainable `weights` (differentiable in `weights`)."""
-    frozen = tuple(tf.constant(w) for w in self.frozen)
+    graph = tf.compat.v1.get_default_graph()
+    frozen = self._frozen_by_graph.get(graph)
+    if frozen is None:   # one constant per graph, however many forward passes use it
+      frozen = tuple(tf.constant(w) for w in self.frozen)
+      self._frozen_by_graph[graph] = frozen
     return self.functional.predict_on_batch((tuple(weights), frozen), x, training=True)
 
 

@@ -28,6 +28,43 @@ from tff_meta.registry import Registry
 MODELS: Registry = Registry('model')
 
 
+def lstm(units: int, return_sequences: bool = False) -> tf.keras.layers.Layer:
+  """An LSTM layer that MAML can differentiate twice, on CPU and GPU.
+
+  A generic `RNN(LSTMCell)` runs as a `tf.while_loop` and never dispatches to
+  cuDNN, whose kernels have no second-order gradients (TFF_NOTES). Its
+  second-order meta-gradient equals the unrolled LSTM's (tests/models), and
+  building it is far cheaper than unrolling 80 steps.
+  """
+  return tf.keras.layers.RNN(tf.keras.layers.LSTMCell(units), return_sequences=return_sequences)
+
+
+class FrozenEmbedding(tf.keras.layers.Layer):
+  """A fixed embedding table (e.g. GloVe) created as a *non-trainable* weight.
+
+  Keras' `Embedding(trainable=False)` still creates its variable with
+  `trainable=True`, so TFF's functional model (which swaps variables for
+  tensors by their `trainable` flag) would feed it a trainable tensor.
+  """
+
+  def __init__(self, matrix, **kwargs):
+    kwargs.pop('trainable', None)
+    super().__init__(trainable=False, **kwargs)
+    self._matrix = np.asarray(matrix, np.float32)
+
+  def build(self, input_shape):
+    self.embeddings = self.add_weight(
+        name='embeddings', shape=self._matrix.shape, trainable=False,
+        initializer=tf.keras.initializers.Constant(self._matrix))
+    super().build(input_shape)
+
+  def call(self, ids):
+    return tf.nn.embedding_lookup(self.embeddings, ids)
+
+  def get_config(self):
+    return {**super().get_config(), 'matrix': self._matrix}
+
+
 def _flat_input(element_shape):
   return [tf.keras.layers.InputLayer(input_shape=tuple(element_shape)),
           tf.keras.layers.Flatten()]
@@ -71,17 +108,13 @@ def femnist_cnn(element_shape: Sequence[int] = (28, 28), num_classes: int = 62,
 @MODELS.register('shakespeare_lstm')
 def shakespeare_lstm(element_shape: Sequence[int] = (80,), num_classes: int = 81,
                      embedding_dim: int = 8, units: int = 256) -> tf.keras.Model:
-  """FedMeta Appendix A.1 character LSTM: 8-d embedding, 2 x LSTM(256).
-
-  `unroll=True` keeps the LSTM off cuDNN, whose kernels have no second-order
-  gradients (TFF_NOTES), so MAML works on GPUs too.
-  """
+  """FedMeta Appendix A.1 character LSTM: 8-d embedding, 2 x LSTM(256)."""
   seq_len = int(element_shape[0])
   return tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=(seq_len,), dtype=tf.int32),
       tf.keras.layers.Embedding(num_classes, embedding_dim),
-      tf.keras.layers.LSTM(units, return_sequences=True, unroll=True),
-      tf.keras.layers.LSTM(units, unroll=True),
+      lstm(units, return_sequences=True),
+      lstm(units),
       tf.keras.layers.Dense(num_classes),
   ], name='shakespeare_lstm')
 
@@ -97,16 +130,13 @@ def sent140_lstm(element_shape: Sequence[int] = (25,), num_classes: int = 2,
   """
   seq_len = int(element_shape[0])
   if embedding_matrix is not None:
-    vocab_size, embedding_dim = embedding_matrix.shape
-    embedding = tf.keras.layers.Embedding(
-        vocab_size, embedding_dim, trainable=False,
-        embeddings_initializer=tf.keras.initializers.Constant(embedding_matrix))
+    embedding = FrozenEmbedding(embedding_matrix)
   else:
     embedding = tf.keras.layers.Embedding(vocab_size, embedding_dim)
   return tf.keras.Sequential([
       tf.keras.layers.InputLayer(input_shape=(seq_len,), dtype=tf.int32),
       embedding,
-      tf.keras.layers.LSTM(units, return_sequences=True, unroll=True),
-      tf.keras.layers.LSTM(units, unroll=True),
+      lstm(units, return_sequences=True),
+      lstm(units),
       tf.keras.layers.Dense(num_classes),
   ], name='sent140_lstm')

@@ -41,6 +41,16 @@ class ExperimentConfig:
   data: Dict[str, Any] = dataclasses.field(default_factory=dict)
   model_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
   hparams: Hparams = dataclasses.field(default_factory=Hparams)
+  # Per-algorithm [method_hparams.<name>] tables: hparams that differ by method in a
+  # comparison (e.g. each method's validation-selected learning rate).
+  method_hparams: Dict[str, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+  def for_algorithm(self, algorithm: str, output_dir: str) -> 'ExperimentConfig':
+    """This config for `algorithm`, with its [method_hparams] applied."""
+    hp = dataclasses.asdict(self.hparams)
+    hp.update(self.method_hparams.get(algorithm, {}))
+    return dataclasses.replace(self, algorithm=algorithm, output_dir=output_dir,
+                               hparams=Hparams(**hp))
 
   def resolved_output_dir(self) -> str:
     return self.output_dir or os.path.join('runs', self.name)
@@ -94,7 +104,7 @@ HELP = {
 }
 
 TOP_LEVEL = {f.name: f for f in dataclasses.fields(ExperimentConfig)
-             if f.name not in ('data', 'model_options', 'hparams')}
+             if f.name not in ('data', 'model_options', 'hparams', 'method_hparams')}
 HPARAMS = {f.name: f for f in dataclasses.fields(Hparams)}
 
 
@@ -123,6 +133,7 @@ def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
   data = dict(raw.pop('data', {}))
   model_options = dict(raw.pop('model_options', {}))
   hparams_raw = dict(raw.pop('hparams', {}))
+  method_raw = dict(raw.pop('method_hparams', {}))
   kwargs = {}
   for key, value in raw.items():
     if key not in TOP_LEVEL:
@@ -134,7 +145,17 @@ def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
     if key not in HPARAMS:
       raise ConfigError(f'{source}: unknown [hparams] key {key!r}; valid: {sorted(HPARAMS)}.')
     hp[key] = _coerce(HPARAMS[key], value, f'{source}: hparams.{key}')
-  return ExperimentConfig(**kwargs, data=data, model_options=model_options, hparams=Hparams(**hp))
+  methods = {}
+  for method, values in method_raw.items():
+    ALGORITHMS.get(method)
+    methods[method] = {}
+    for key, value in values.items():
+      if key not in HPARAMS:
+        raise ConfigError(f'{source}: unknown [method_hparams.{method}] key {key!r}; '
+                          f'valid: {sorted(HPARAMS)}.')
+      methods[method][key] = _coerce(HPARAMS[key], value, f'{source}: method_hparams.{method}.{key}')
+  return ExperimentConfig(**kwargs, data=data, model_options=model_options, hparams=Hparams(**hp),
+                          method_hparams=methods)
 
 
 def load(path: str, overrides: Optional[Dict[str, Any]] = None) -> ExperimentConfig:
@@ -166,8 +187,13 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Dict[str, Any]) -> Experim
       data['cache_dir'] = value
     else:
       raise ConfigError(f'Unknown override {key!r}.')
+  methods = {m: dict(v) for m, v in cfg.method_hparams.items()}
+  for values in methods.values():   # a flag overrides every method's value too
+    for key in values:
+      if overrides.get(key) is not None:
+        values[key] = hp[key]
   return ExperimentConfig(**top, data=data, model_options=dict(cfg.model_options),
-                          hparams=Hparams(**hp))
+                          hparams=Hparams(**hp), method_hparams=methods)
 
 
 def to_toml(cfg: ExperimentConfig) -> str:
@@ -181,8 +207,10 @@ def to_toml(cfg: ExperimentConfig) -> str:
       return '[' + ', '.join(fmt(x) for x in v) + ']'
     return repr(v)
   lines = [f'{k} = {fmt(getattr(cfg, k))}' for k in TOP_LEVEL]
-  for table, values in (('data', cfg.data), ('model_options', cfg.model_options),
-                        ('hparams', dataclasses.asdict(cfg.hparams))):
+  tables = [('data', cfg.data), ('model_options', cfg.model_options),
+            ('hparams', dataclasses.asdict(cfg.hparams))]
+  tables += [(f'method_hparams.{m}', v) for m, v in cfg.method_hparams.items()]
+  for table, values in tables:
     lines.append(f'\n[{table}]')
     lines.extend(f'{k} = {fmt(v)}' for k, v in values.items())
   return '\n'.join(lines) + '\n'

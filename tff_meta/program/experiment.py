@@ -5,7 +5,6 @@ Programs and notebooks call these; every choice is looked up in a registry.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Optional
 
@@ -47,7 +46,7 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec) -> Algor
 def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
         model: Optional[ModelSpec] = None, worker: Optional[WorkerProcess] = None,
         show_progress: bool = True) -> training_loop.RunResult:
-  cfg.validate()
+  cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir).validate()
   data = data or prepare_data(cfg)
   model = model or build_model(cfg, data)
   alg = build_algorithm(cfg, model)
@@ -59,7 +58,3 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       alg, data, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
       worker=worker, show_progress=show_progress)
-
-
-def with_algorithm(cfg: config_lib.ExperimentConfig, algorithm: str, output_dir: str):
-  return dataclasses.replace(cfg, algorithm=algorithm, output_dir=output_dir)

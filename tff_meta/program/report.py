@@ -8,6 +8,7 @@ from typing import Dict, List, Sequence
 COLUMNS = (
     ('method', 'Method', '{}'),
     ('accuracy', 'Accuracy % (all query points)', '{:.2f}'),
+    ('accuracy_std', '± across runs', '{:.2f}'),
     ('client_mean', 'Client mean %', '{:.2f}'),
     ('client_std', 'Client std %', '{:.2f}'),
     ('rounds', 'Rounds', '{:d}'),
@@ -17,10 +18,11 @@ COLUMNS = (
 
 
 def format_table(rows: Sequence[Dict]) -> str:
-  header = '| ' + ' | '.join(title for _, title, _ in COLUMNS) + ' |'
-  rule = '|' + '|'.join('---' for _ in COLUMNS) + '|'
+  columns = [c for c in COLUMNS if any(c[0] in r for r in rows)]
+  header = '| ' + ' | '.join(title for _, title, _ in columns) + ' |'
+  rule = '|' + '|'.join('---' for _ in columns) + '|'
   body = ['| ' + ' | '.join(fmt.format(int(r[k]) if fmt == '{:d}' else r[k])
-                            for k, _, fmt in COLUMNS) + ' |' for r in rows]
+                            for k, _, fmt in columns) + ' |' for r in rows]
   return '\n'.join([header, rule, *body])
 
 
