@@ -119,3 +119,14 @@ def test_incompatible_checkpoint_is_named(tmp_path, uninterrupted):
                         env=_env(), capture_output=True, text=True, timeout=120)
   assert proc.returncode != 0
   assert 'does not match FedMeta(Meta-SGD)' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def test_diverging_run_stops_with_a_clear_error(tmp_path):
+  out = tmp_path / 'nan'
+  proc = subprocess.run(_cmd(out, '--inner_lr=1e30', '--rounds=12'), cwd=REPO, env=_env(),
+                        capture_output=True, text=True, timeout=120)
+  assert proc.returncode != 0
+  assert 'every client update was non-finite for 5 rounds' in proc.stderr
+  assert 'Lower the learning rates' in proc.stderr and 'Traceback' not in proc.stderr
+  # What was written before stays: the metrics of the rounds that ran.
+  assert _rounds(out / 'metrics.csv') == [1, 2, 3, 4]

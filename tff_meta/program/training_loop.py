@@ -83,7 +83,7 @@ def evaluate(alg: Algorithm, params, clients, sync_ctx) -> personalized.EvalSumm
   return personalized.summarize(per_client)
 
 
-def _eval_row(round_num, split_name, summary) -> Dict[str, float]:
+def _eval_row(split_name, summary) -> Dict[str, float]:
   return {f'{split_name}_accuracy': summary.accuracy, f'{split_name}_loss': summary.loss,
           f'{split_name}_client_mean': summary.client_mean,
           f'{split_name}_client_std': summary.client_std}
@@ -121,12 +121,10 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       logging.info('Resuming %s from the checkpoint of round %d.', alg.display_name, start)
       print(f'Resuming {alg.display_name} from round {start} ({output_dir}).', file=sys.stderr)
 
-    history: List[Dict[str, float]] = []
+    final = None   # the test summary of the last round, once evaluated
     if start == 0:
       summary = evaluate(alg, alg.params(state), data.test, sync_ctx)
-      row = _eval_row(0, 'test', summary)
-      history.append({'round': 0, **row})
-      await eval_release.release(row, key=0)
+      await eval_release.release(_eval_row('test', summary), key=0)
 
     bar = _progress(rounds, start, alg.display_name, show_progress)
     train_seconds, all_rejected_streak = 0.0, 0
@@ -156,13 +154,14 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
           round_seconds=time.perf_counter() - t0), key=round_num)
       if round_num % eval_every == 0 or round_num == rounds:
         summary = evaluate(alg, alg.params(state), data.test, sync_ctx)
-        row = _eval_row(round_num, 'test', summary)
+        row = _eval_row('test', summary)
         if data.validation:
-          row.update(_eval_row(round_num, 'validation',
+          row.update(_eval_row('validation',
                                evaluate(alg, alg.params(state), data.validation, sync_ctx)))
-        history.append({'round': round_num, **row})
         await eval_release.release(row, key=round_num)
         last_eval = summary.accuracy
+        if round_num == rounds:
+          final = summary
       if round_num % checkpoint_every == 0 or round_num == rounds:
         await state_manager.save(state, round_num)
       if bar is not None:
@@ -172,7 +171,8 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     if bar is not None:
       bar.close()
 
-  final = evaluate(alg, alg.params(state), data.test, sync_ctx)
+  if final is None:   # a finished run read back from its checkpoint
+    final = evaluate(alg, alg.params(state), data.test, sync_ctx)
   done = rounds - start
   history = read_history(os.path.join(output_dir, 'eval.csv'))
   return RunResult(
