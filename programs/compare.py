@@ -24,9 +24,8 @@ import numpy as np  # noqa: E402
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
-from tff_meta.program import experiment, report  # noqa: E402
+from tff_meta.program import executor, experiment, report  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
-from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 config_lib.define_flags(flags)
@@ -35,6 +34,7 @@ flags.DEFINE_string('algorithms', DEFAULT_METHODS, 'Comma-separated algorithm na
                     f'(known: {", ".join(ALGORITHMS.names())}).')
 flags.DEFINE_bool('progress', True, 'Show a progress bar per method.')
 flags.DEFINE_integer('seeds', 1, 'Repeat with seeds seed, seed+1, ...; the table shows mean ± std across runs.')
+executor.define_flags(flags)
 FLAGS = flags.FLAGS
 
 
@@ -71,7 +71,11 @@ def main(argv):
   out = cfg.resolved_output_dir()
   seeds = [cfg.seed + i for i in range(FLAGS.seeds)]
   per_method = {m: [] for m in methods}
-  with WorkerProcess(log_dir=out) as worker:
+  try:
+    pool = executor.make_pool(FLAGS, log_dir=out)
+  except (*USER_ERRORS, ValueError) as e:
+    sys.exit(f'error: {e}')
+  with pool:
     for seed in seeds:
       seed_cfg = dataclasses.replace(cfg, seed=seed)
       try:
@@ -86,7 +90,7 @@ def main(argv):
         run_dir = os.path.join(out, f'seed{seed}' if len(seeds) > 1 else '', method)
         run_cfg = seed_cfg.for_algorithm(method, os.path.normpath(run_dir))
         try:
-          result = experiment.run(run_cfg, data=data, model=model, worker=worker,
+          result = experiment.run(run_cfg, data=data, model=model, pool=pool,
                                   show_progress=FLAGS.progress)
         except USER_ERRORS as e:
           sys.exit(f'error: {e}')

@@ -5,11 +5,16 @@ r"""Prints FedMeta Table 1 statistics (clients, samples, classes, per-client spr
   python -m programs.data_stats --dataset=leaf_femnist --data_option path=../shared/data/leaf/femnist
   python -m programs.data_stats --dataset=fashion_mnist --data_option partition=dirichlet \
       --data_option alpha=0.1 --min_samples=10
+  python -m programs.data_stats --dataset=movielens --data_option path=/data/ml-100k
 
 Any source of `tff_meta.data.DATASETS` works; --data_option key=value passes
 loader options (values parse as int, float, true/false, none, else string).
 --min_samples applies the protocol's filter first (FedMeta: 10 / 20 / 25
 for FEMNIST / Shakespeare / Sent140).
+
+MovieLens (`--dataset=movielens`) has ratings instead of classes; for it the
+table has per-user columns instead: users, ratings, items, ratings per user
+(mean, stdev, min, max) and the mean rating (--min_samples counts ratings).
 """
 
 import dataclasses
@@ -27,7 +32,8 @@ from tff_meta.data.types import DataError  # noqa: E402
 from tff_meta.registry import UnknownNameError  # noqa: E402
 
 flags.DEFINE_string('dataset', 'digits', 'A name in tff_meta.data.DATASETS.')
-flags.DEFINE_string('cache_dir', None, 'Folder of TFF sqlite files (emnist, shakespeare).')
+flags.DEFINE_string('cache_dir', None, 'Folder of TFF sqlite files (emnist, shakespeare, '
+                    'tff_cifar100, stackoverflow).')
 flags.DEFINE_multi_string('data_option', [], 'Loader option key=value (repeatable).')
 flags.DEFINE_integer('min_samples', 0, 'Leave out clients with fewer samples (0 = keep all).')
 flags.DEFINE_enum('format', 'table', ['table', 'json'], 'Output format.')
@@ -69,14 +75,16 @@ def main(argv):
     dataset = load_dataset(FLAGS.dataset, **options)
   except (DataError, ValueError, UnknownNameError) as e:
     sys.exit(f'error: {e}')
-  result = stats_lib.dataset_stats(dataset, FLAGS.min_samples)
+  result = stats_lib.compute_stats(dataset, FLAGS.min_samples)
   if FLAGS.format == 'json':
     print(json.dumps(dataclasses.asdict(result), indent=1))
     return
   print(f'{dataset.name}: {dataset.description}')
   print(stats_lib.format_table([result]))
-  rule = f'fewer than {FLAGS.min_samples} samples' if FLAGS.min_samples > 0 else 'empty'
-  print(f'{result.filtered} of {len(dataset.clients)} clients left out ({rule}).')
+  unit, what = (('ratings', 'users') if isinstance(result, stats_lib.RatingsStats)
+                else ('samples', 'clients'))
+  rule = f'fewer than {FLAGS.min_samples} {unit}' if FLAGS.min_samples > 0 else 'empty'
+  print(f'{result.filtered} of {len(dataset.clients)} {what} left out ({rule}).')
 
 
 if __name__ == '__main__':

@@ -20,15 +20,15 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app, flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import experiment, logs  # noqa: E402
+from tff_meta.program import executor, experiment, logs  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
-from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
 flags.DEFINE_string('algorithm', None, 'Algorithm to tune (default: the config\'s).')
 flags.DEFINE_string('grid', None, 'key=v1,v2;key2=v1,v2 over config/hparams keys.', required=True)
 flags.DEFINE_string('output_dir', None, 'Folder for the runs (default runs/sweep_<algorithm>).')
 flags.DEFINE_integer('rounds', None, 'Override the config\'s rounds.')
+executor.define_flags(flags)
 FLAGS = flags.FLAGS
 
 
@@ -63,9 +63,13 @@ def main(argv):
   rows = []
   data = experiment.prepare_data(configs[0][1])
   model = experiment.build_model(configs[0][1], data)
-  with WorkerProcess(log_dir=out) as worker:
+  try:
+    pool = executor.make_pool(FLAGS, log_dir=out)
+  except (*USER_ERRORS, ValueError) as e:
+    sys.exit(f'error: {e}')
+  with pool:
     for tag, run_cfg in configs:
-      result = experiment.run(run_cfg, data=data, model=model, worker=worker, show_progress=False)
+      result = experiment.run(run_cfg, data=data, model=model, pool=pool, show_progress=False)
       last = result.history[-1]
       rows.append((tag, 100 * last.get('validation_accuracy', float('nan')),
                    100 * result.test.accuracy))

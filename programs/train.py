@@ -18,12 +18,13 @@ from absl import app, flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
-from tff_meta.program import experiment, report  # noqa: E402
+from tff_meta.program import executor, experiment, report  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 config_lib.define_flags(flags)
 flags.adopt_module_key_flags(config_lib)
 flags.DEFINE_bool('progress', True, 'Show a progress bar.')
+executor.define_flags(flags)
 FLAGS = flags.FLAGS
 
 
@@ -36,7 +37,12 @@ def main(argv):
   except (*USER_ERRORS, ValueError) as e:   # ValueError: e.g. support_fraction out of (0, 1)
     sys.exit(f'error: {e}')
   try:
-    result = experiment.run(cfg, show_progress=FLAGS.progress)
+    pool = executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir())
+  except (*USER_ERRORS, ValueError) as e:
+    sys.exit(f'error: {e}')
+  try:
+    with pool:
+      result = experiment.run(cfg, pool=pool, show_progress=FLAGS.progress)
   except USER_ERRORS as e:
     sys.exit(f'error: {e}')
   print(report.format_table([result.row()]))

@@ -121,3 +121,35 @@ def test_split_errors_and_split_user(tmp_path):
   np.testing.assert_array_equal(query.features['timestamp'], [400])
   np.testing.assert_array_equal(support.features['timestamp'], [200, 300])
   assert query.ratings.tolist() == [4.0]
+
+
+def test_selectable_by_name_with_per_user_stats(tmp_path):
+  from tff_meta.data import DATASETS, load_dataset, stats  # pylint: disable=g-import-not-at-top
+  folder = write_ml100k(tmp_path)
+  assert 'movielens' in DATASETS
+  ds = load_dataset('movielens', path=folder)
+  assert isinstance(ds, movielens.RatingsDataset)
+  direct = movielens.load_movielens(folder)
+  assert list(ds.clients) == list(direct.clients) == ['1', '2']
+  for uid, user in ds.clients.items():
+    np.testing.assert_array_equal(user.ratings, direct.clients[uid].ratings)
+  assert list(load_dataset('movielens', path=folder, min_ratings=4).clients) == ['1']
+  with pytest.raises(DataError, match='Unknown option'):
+    load_dataset('movielens', path=folder, num_clients=3)
+  with pytest.raises(DataError, match='ml-100k.zip'):
+    load_dataset('movielens', path=str(tmp_path / 'absent'))
+
+  s = stats.compute_stats(ds)
+  assert isinstance(s, stats.RatingsStats)
+  assert (s.users, s.ratings, s.items, s.num_items) == (2, 7, 3, 3)
+  assert (s.ratings_mean, s.ratings_stdev, s.ratings_min, s.ratings_max) == (3.5, 0.5, 3, 4)
+  assert s.rating_mean == pytest.approx(24 / 7)
+  assert s.rating_stdev == pytest.approx(np.std([5, 3, 4, 1, 2, 4, 5]))
+  assert s.filtered == 0
+  f = stats.compute_stats(ds, min_samples=4)
+  assert (f.users, f.ratings, f.items, f.filtered, f.min_samples) == (1, 4, 3, 1, 4)
+  assert f.rating_mean == pytest.approx(13 / 4)
+  table = stats.format_table([s, f]).splitlines()
+  assert len(table) == 4 and 'ratings/user mean' in table[0]
+  assert table[2].split() == ['movielens100k', '2', '7', '3', '/', '3', '3.5', '0.5', '3', '4',
+                              '3.43', '1.40']

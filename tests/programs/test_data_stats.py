@@ -73,3 +73,39 @@ def test_stats_counts_present_classes_and_skips_empty_clients():
   assert (f.clients, f.samples, f.classes, f.filtered) == (1, 4, 3, 2)
   table = stats.format_table([s, f])
   assert len(table.splitlines()) == 4 and 'classes/client min' in table
+
+
+def _write_ml100k(folder):
+  """Three users (one without ratings) and three movies in GroupLens' ml-100k format."""
+  folder.mkdir()
+  (folder / 'u.user').write_text('1|24|M|technician|85711\n2|53|F|other|94043\n'
+                                 '3|23|M|writer|32067\n')
+  flags = '|'.join('0' * 19)
+  (folder / 'u.item').write_text(''.join(f'{i}|Movie {i} (1995)|01-Jan-1995||http://x|{flags}\n'
+                                         for i in (1, 2, 3)))
+  ratings = [(1, 1, 5, 300), (1, 2, 3, 100), (2, 3, 4, 50), (1, 3, 1, 200), (2, 1, 2, 10),
+             (1, 1, 4, 400), (2, 2, 5, 60)]
+  (folder / 'u.data').write_text(''.join('\t'.join(map(str, r)) + '\n' for r in ratings))
+  return str(folder)
+
+
+def test_movielens_per_user_table_and_json(tmp_path):
+  folder = _write_ml100k(tmp_path / 'ml-100k')
+  out = _run('--dataset=movielens', f'--data_option=path={folder}')
+  assert out.returncode == 0, out.stderr
+  lines = out.stdout.splitlines()
+  assert lines[0].startswith('movielens100k: MovieLens-100k from')
+  assert 'ratings/user mean' in lines[1] and 'rating mean' in lines[1]
+  # dataset users ratings items rated / catalogue, ratings/user mean stdev min max, rating
+  assert lines[3].split() == ['movielens100k', '2', '7', '3', '/', '3', '3.5', '0.5', '3', '4',
+                              '3.43', '1.40']
+  assert lines[4] == '0 of 2 users left out (empty).'
+  out = _run('--dataset=movielens', '--data_option', f'path={folder}', '--min_samples=4',
+             '--format=json')
+  assert out.returncode == 0, out.stderr
+  got = json.loads(out.stdout)
+  assert (got['users'], got['ratings'], got['items'], got['filtered']) == (1, 4, 3, 1)
+  assert (got['ratings_min'], got['ratings_max']) == (4, 4)
+  assert got['rating_mean'] == pytest.approx(13 / 4)
+  out = _run('--dataset=movielens', f'--data_option=path={tmp_path}/absent')
+  assert out.returncode != 0 and 'u.data' in out.stderr and 'absent' in out.stderr

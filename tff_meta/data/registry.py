@@ -1,15 +1,25 @@
-"""Name -> loader. Each loader takes keyword options and returns a FederatedDataset."""
+"""Name -> loader. Each loader takes keyword options and returns a dataset.
+
+Every loader returns a `FederatedDataset` (client id -> (x, y) arrays), except
+'movielens', whose targets are real-valued ratings: it returns a
+`movielens.RatingsDataset` (client id -> `UserRatings`).
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib
 import inspect
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Union
 
 from tff_meta.data.embedded import load_digits
 from tff_meta.data.types import DataError, FederatedDataset
 from tff_meta.registry import Registry
+
+if TYPE_CHECKING:
+  from tff_meta.data.movielens import RatingsDataset
+
+AnyDataset = Union[FederatedDataset, 'RatingsDataset']
 
 
 class _Lazy:
@@ -18,11 +28,11 @@ class _Lazy:
   def __init__(self, module: str, fn: str, **fixed):
     self._module, self._fn, self._fixed = module, fn, fixed
 
-  def resolve(self) -> Callable[..., FederatedDataset]:
+  def resolve(self) -> Callable[..., AnyDataset]:
     module = importlib.import_module(f'tff_meta.data.{self._module}')
     return functools.partial(getattr(module, self._fn), **self._fixed)
 
-  def __call__(self, **options) -> FederatedDataset:
+  def __call__(self, **options) -> AnyDataset:
     return self.resolve()(**options)
 
 
@@ -30,6 +40,10 @@ DATASETS: Registry = Registry('dataset')
 DATASETS.add('digits', load_digits)
 DATASETS.add('emnist', _Lazy('tff_native', 'load_emnist'))
 DATASETS.add('shakespeare', _Lazy('tff_native', 'load_shakespeare'))
+# TFF's federated CIFAR-100 (its own partition; 'cifar100' below is the
+# centralized CIFAR-100 split into clients by a partitioner).
+DATASETS.add('tff_cifar100', _Lazy('tff_native', 'load_tff_cifar100'))
+DATASETS.add('stackoverflow', _Lazy('tff_native', 'load_stackoverflow'))
 DATASETS.add('leaf_femnist', _Lazy('leaf', 'load_leaf', task='femnist'))
 DATASETS.add('leaf_shakespeare', _Lazy('leaf', 'load_leaf', task='shakespeare'))
 DATASETS.add('leaf_sent140', _Lazy('leaf', 'load_leaf', task='sent140'))
@@ -37,10 +51,16 @@ DATASETS.add('leaf_sent140', _Lazy('leaf', 'load_leaf', task='sent140'))
 for _name in ('mnist', 'fashion_mnist', 'cifar10', 'cifar100'):
   DATASETS.add(_name, _Lazy('images', 'load_image_dataset', name=_name))
 del _name
+# Real-valued ratings: returns a movielens.RatingsDataset, not a FederatedDataset.
+DATASETS.add('movielens', _Lazy('movielens', 'load_movielens'))
 
 
-def load_dataset(name: str, **options) -> FederatedDataset:
-  """Loads dataset `name`; an unknown option raises an error naming the valid ones."""
+def load_dataset(name: str, **options) -> AnyDataset:
+  """Loads dataset `name`; an unknown option raises an error naming the valid ones.
+
+  Returns what the loader returns: a `FederatedDataset` for every source but
+  'movielens', which gives a `movielens.RatingsDataset`.
+  """
   loader = DATASETS.get(name)
   fn = loader.resolve() if isinstance(loader, _Lazy) else loader
   params = inspect.signature(fn).parameters

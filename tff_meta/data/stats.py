@@ -8,15 +8,21 @@ them for any `FederatedDataset`, optionally after the protocol's filter
 Shakespeare has 70 of its 80 characters), next to the declared
 `num_classes`. The stdev is the population standard deviation (numpy's
 default, as LEAF's statistics script prints).
+
+MovieLens (`movielens.RatingsDataset`) has ratings, not classes: for it
+`ratings_stats` reports users, ratings, items (rated / in the catalogue),
+ratings per user (mean, stdev, min, max) and the mean rating.
+`compute_stats` picks the right one for any dataset.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Sequence
+from typing import List, Sequence, Union
 
 import numpy as np
 
+from tff_meta.data.movielens import RatingsDataset
 from tff_meta.data.types import FederatedDataset
 
 
@@ -72,10 +78,85 @@ def dataset_stats(dataset: FederatedDataset, min_samples: int = 0) -> DatasetSta
       filtered=filtered, min_samples=min_samples)
 
 
-def format_table(stats: Sequence[DatasetStats]) -> str:
-  """A plain-text table with `HEADER` and one row per `DatasetStats`."""
-  rows = [HEADER] + [s.row() for s in stats]
-  widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+@dataclasses.dataclass(frozen=True)
+class RatingsStats:
+  """Per-user statistics of a `RatingsDataset` (MovieLens)."""
+  name: str
+  users: int
+  ratings: int
+  items: int               # distinct items rated
+  num_items: int           # items in the catalogue (u.item)
+  ratings_mean: float      # ratings per user
+  ratings_stdev: float
+  ratings_min: int
+  ratings_max: int
+  rating_mean: float       # mean rating value
+  rating_stdev: float
+  filtered: int = 0        # users dropped by min_samples
+  min_samples: int = 0
+
+  def row(self) -> List[str]:
+    return [self.name, f'{self.users:,}', f'{self.ratings:,}',
+            f'{self.items:,} / {self.num_items:,}', f'{self.ratings_mean:.1f}',
+            f'{self.ratings_stdev:.1f}', str(self.ratings_min), str(self.ratings_max),
+            f'{self.rating_mean:.2f}', f'{self.rating_stdev:.2f}']
+
+
+RATINGS_HEADER = ['dataset', 'users', 'ratings', 'items (rated / catalogue)',
+                  'ratings/user mean', 'stdev', 'min', 'max', 'rating mean', 'stdev']
+
+
+def ratings_stats(dataset: RatingsDataset, min_samples: int = 0) -> RatingsStats:
+  """Per-user statistics of `dataset`; users with < min_samples ratings are left out.
+
+  Users with no ratings are always left out; stdevs are population stdevs.
+  """
+  sizes, items, values = [], [], []
+  filtered = 0
+  for user in dataset.clients.values():
+    n = len(user)
+    if n == 0 or n < min_samples:
+      filtered += 1
+      continue
+    sizes.append(n)
+    items.append(np.asarray(user.features['item']))
+    values.append(np.asarray(user.ratings, np.float64))
+  sizes_arr = np.asarray(sizes, np.float64)
+  all_values = np.concatenate(values) if values else np.zeros((0,))
+  return RatingsStats(
+      name=dataset.name, users=len(sizes), ratings=int(sizes_arr.sum()),
+      items=len(np.unique(np.concatenate(items))) if items else 0,
+      num_items=dataset.num_items,
+      ratings_mean=float(sizes_arr.mean()) if sizes else 0.0,
+      ratings_stdev=float(sizes_arr.std()) if sizes else 0.0,
+      ratings_min=int(min(sizes, default=0)), ratings_max=int(max(sizes, default=0)),
+      rating_mean=float(all_values.mean()) if all_values.size else 0.0,
+      rating_stdev=float(all_values.std()) if all_values.size else 0.0,
+      filtered=filtered, min_samples=min_samples)
+
+
+AnyStats = Union[DatasetStats, RatingsStats]
+
+
+def compute_stats(dataset, min_samples: int = 0) -> AnyStats:
+  """`ratings_stats` for a `RatingsDataset`, else `dataset_stats`."""
+  if isinstance(dataset, RatingsDataset):
+    return ratings_stats(dataset, min_samples)
+  return dataset_stats(dataset, min_samples)
+
+
+def format_table(stats: Sequence[AnyStats]) -> str:
+  """A plain-text table with a header and one row per stats object.
+
+  The header is `HEADER` (or `RATINGS_HEADER` for `RatingsStats`); all rows
+  must be of one kind.
+  """
+  ratings = bool(stats) and isinstance(stats[0], RatingsStats)
+  if any(isinstance(s, RatingsStats) != ratings for s in stats):
+    raise ValueError('format_table: DatasetStats and RatingsStats cannot share a table.')
+  header = RATINGS_HEADER if ratings else HEADER
+  rows = [header] + [s.row() for s in stats]
+  widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
   lines = ['  '.join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
                      enumerate(zip(r, widths))) for r in rows]
   lines.insert(1, '  '.join('-' * w for w in widths))

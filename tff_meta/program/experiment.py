@@ -15,7 +15,7 @@ from tff_meta.data import load_dataset, protocol
 from tff_meta.models import ModelSpec, build_model_spec
 from tff_meta.program import config as config_lib
 from tff_meta.program import training_loop
-from tff_meta.runtime.workers import WorkerProcess
+from tff_meta.runtime.pool import WorkerPool
 
 
 def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
@@ -44,7 +44,7 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec) -> Algor
 
 
 def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
-        model: Optional[ModelSpec] = None, worker: Optional[WorkerProcess] = None,
+        model: Optional[ModelSpec] = None, pool: Optional[WorkerPool] = None,
         show_progress: bool = True) -> training_loop.RunResult:
   cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir).validate()
   data = data or prepare_data(cfg)
@@ -57,4 +57,4 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
   return training_loop.run(
       alg, data, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
-      worker=worker, show_progress=show_progress)
+      pool=pool, show_progress=show_progress)

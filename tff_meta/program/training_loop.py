@@ -1,10 +1,12 @@
 """The training loop as tff.program logic.
 
-- runs the process on a TFF async execution context over a project-owned
-  C++ worker. (`tff.program.NativeFederatedContext` in TFF 0.87 only accepts
+- runs the process on a `WorkerPool`: one project-owned local C++ worker by
+  default, or several local/remote workers through TFF's mergeable context.
+  (`tff.program.NativeFederatedContext` in TFF 0.87 only accepts
   CLIENTS-placed values that come from a `FederatedDataSource` of sequences;
-  our client data are structs of tensors, so the loop awaits the async
+  our client data are structs of tensors, so the loop calls the pool's
   context directly and keeps tff.program's state and release managers);
+- names a worker that stops answering (`WorkerUnavailableError`);
 - checkpoints the server state with `FileProgramStateManager`; a killed run
   restarts at the round after its last checkpoint, and the metric files drop
   rows past that round before continuing (no duplicates);
@@ -34,8 +36,7 @@ from tff_meta.algorithms import Algorithm
 from tff_meta.data.protocol import ProtocolData
 from tff_meta.evaluation import communication, personalized
 from tff_meta.program import client_data
-from tff_meta.runtime import contexts
-from tff_meta.runtime.workers import WorkerProcess
+from tff_meta.runtime.pool import WorkerPool
 
 DIVERGENCE_PATIENCE = 5
 
@@ -77,9 +78,10 @@ def _progress(total: int, initial: int, desc: str, enabled: bool):
               mininterval=1.0 if sys.stderr.isatty() else 10.0)
 
 
-def evaluate(alg: Algorithm, params, clients, sync_ctx) -> personalized.EvalSummary:
-  with tff.framework.get_context_stack().install(sync_ctx):
-    per_client = alg.evaluate(params, [client_data.episode(c) for c in clients])
+def evaluate(alg: Algorithm, params, clients, pool: WorkerPool) -> personalized.EvalSummary:
+  with tff.framework.get_context_stack().install(pool.eval_context):
+    with pool.watch('evaluation'):
+      per_client = alg.evaluate(params, [client_data.episode(c) for c in clients])
   return personalized.summarize(per_client)
 
 
@@ -91,9 +93,7 @@ def _eval_row(split_name, summary) -> Dict[str, float]:
 
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
-               worker: WorkerProcess, show_progress: bool) -> RunResult:
-  async_ctx = contexts.async_context_for(worker)
-  sync_ctx = contexts.sync_context_for(worker)
+               pool: WorkerPool, show_progress: bool) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, 'checkpoints'), keep_total=3)
@@ -105,8 +105,8 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       os.path.join(output_dir, 'eval.csv'), key_fieldname='round')
   per_round = communication.round_bytes(alg.process, min(clients_per_round, len(data.train)))
 
-  with tff.framework.get_context_stack().install(async_ctx):
-    initial = await alg.process.initialize()
+  with tff.framework.get_context_stack().install(pool.context):
+    initial = alg.process.initialize()
     try:
       state, version = await state_manager.load_latest(initial)
     except (ValueError, TypeError) as e:
@@ -123,7 +123,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
 
     final = None   # the test summary of the last round, once evaluated
     if start == 0:
-      summary = evaluate(alg, alg.params(state), data.test, sync_ctx)
+      summary = evaluate(alg, alg.params(state), data.test, pool)
       await eval_release.release(_eval_row('test', summary), key=0)
 
     bar = _progress(rounds, start, alg.display_name, show_progress)
@@ -133,7 +133,9 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       idx = client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
       batch = client_data.round_data(alg.train_data, [data.train[i] for i in idx], seed, round_num)
       t0 = time.perf_counter()
-      state, metrics = await alg.process.next(state, batch)
+      pool.check(f'round {round_num}')
+      with pool.watch(f'round {round_num}'):
+        state, metrics = alg.process.next(state, batch)
       train_seconds += time.perf_counter() - t0
       n = float(metrics['num_examples'])
       loss = float(metrics['loss_sum']) / n if n > 0 else float('nan')
@@ -153,11 +155,11 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
           bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
           round_seconds=time.perf_counter() - t0), key=round_num)
       if round_num % eval_every == 0 or round_num == rounds:
-        summary = evaluate(alg, alg.params(state), data.test, sync_ctx)
+        summary = evaluate(alg, alg.params(state), data.test, pool)
         row = _eval_row('test', summary)
         if data.validation:
           row.update(_eval_row('validation',
-                               evaluate(alg, alg.params(state), data.validation, sync_ctx)))
+                               evaluate(alg, alg.params(state), data.validation, pool)))
         await eval_release.release(row, key=round_num)
         last_eval = summary.accuracy
         if round_num == rounds:
@@ -172,7 +174,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       bar.close()
 
   if final is None:   # a finished run read back from its checkpoint
-    final = evaluate(alg, alg.params(state), data.test, sync_ctx)
+    final = evaluate(alg, alg.params(state), data.test, pool)
   done = rounds - start
   history = read_history(os.path.join(output_dir, 'eval.csv'))
   return RunResult(
@@ -184,16 +186,16 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
 
 def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int, seed: int,
         eval_every: int, checkpoint_every: int, output_dir: str,
-        worker: Optional[WorkerProcess] = None, show_progress: bool = True) -> RunResult:
-  """Trains and evaluates `alg`; starts (and stops) a local worker unless one is given."""
+        pool: Optional[WorkerPool] = None, show_progress: bool = True) -> RunResult:
+  """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given."""
   kwargs = dict(rounds=rounds, clients_per_round=clients_per_round, seed=seed,
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress)
-  if worker is not None:
-    result = asyncio.run(_run(alg, data, worker=worker, **kwargs))
+  if pool is not None:
+    result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:
-    with WorkerProcess(log_dir=output_dir) as own:
-      result = asyncio.run(_run(alg, data, worker=own, **kwargs))
+    with WorkerPool.local(1, log_dir=output_dir) as own:
+      result = asyncio.run(_run(alg, data, pool=own, **kwargs))
   write_result(result)
   return result
 

@@ -29,12 +29,20 @@ def _context_kwargs(stub):
       transform_result=tff.tensorflow.transform_result)
 
 
+def async_context_for_stub(stub):
+  return tff.framework.AsyncExecutionContext(**_context_kwargs(stub))
+
+
+def sync_context_for_stub(stub):
+  return tff.framework.SyncExecutionContext(**_context_kwargs(stub))
+
+
 def async_context_for(worker: WorkerProcess):
-  return tff.framework.AsyncExecutionContext(**_context_kwargs(worker.stub))
+  return async_context_for_stub(worker.stub)
 
 
 def sync_context_for(worker: WorkerProcess):
-  return tff.framework.SyncExecutionContext(**_context_kwargs(worker.stub))
+  return sync_context_for_stub(worker.stub)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,51 @@
+r"""Runs one TFF C++ executor worker for a worker pool, until SIGTERM or SIGINT.
+
+  python -m programs.worker --port=8000        # on each worker host
+  python -m programs.train --config=... --executor=workers --workers=host1:8000,host2:8000
+
+This is TFF's own `worker_binary` (the remote executor service), started and
+stopped by PID. Ctrl-C or SIGTERM stops it; so does the death of this
+process, even by SIGKILL (Linux). The trainer splits each round's clients
+across the pool with TFF's mergeable-computation context.
+"""
+
+import os
+import signal
+import sys
+import time
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags  # noqa: E402
+
+from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
+
+flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.')
+flags.DEFINE_string('log_dir', None, 'Folder for the worker log (default: the temp folder).')
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  stop = []
+  signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+  signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+  try:
+    worker = WorkerProcess(port=FLAGS.port, log_dir=FLAGS.log_dir)
+  except RuntimeError as e:
+    sys.exit(f'error: {e}')
+  print(f'TFF worker serving on port {worker.port} (pid {worker.pid}); log {worker.log_path}',
+        flush=True)
+  try:
+    while not stop:
+      if worker.process.poll() is not None:
+        sys.exit(f'error: the worker exited with code {worker.process.returncode}; '
+                 f'see {worker.log_path}.')
+      time.sleep(0.2)
+  finally:
+    worker.stop()
+  print('TFF worker stopped.', flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)

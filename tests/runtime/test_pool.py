@@ -1,0 +1,105 @@
+"""Worker pools on loopback: 2 workers give the 1-worker results; dead workers are named."""
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tests import helpers
+from tests.conftest import REPO
+from tff_meta.algorithms import fedmeta
+from tff_meta.runtime.pool import (WORKER_LOST_EXIT_CODE, WorkerPool, WorkerUnavailableError,
+                                   parse_addresses)
+from tff_meta.runtime.workers import WorkerProcess
+
+
+def _rounds(proc, clients, pool, n=3):
+  with tff.framework.get_context_stack().install(pool.context):
+    state = proc.initialize()
+    history = []
+    for r in range(n):
+      state, metrics = proc.next(state, clients[r:r + 6])
+      history.append(metrics)
+  return state, history
+
+
+def test_two_workers_match_one_worker():
+  data = helpers.digits_protocol()
+  model = helpers.mlp_spec()
+  proc = fedmeta.build_fedmeta_process(
+      model, variant='maml', inner_lr=0.3, inner_steps=1,
+      server_optimizer=tff.learning.optimizers.build_adam(0.01))
+  clients = [helpers.episode(c) for c in data.train[:9]]
+  with WorkerPool.local(1) as one:
+    state1, hist1 = _rounds(proc, clients, one)
+  with WorkerPool.local(2) as two:
+    assert len(two.addresses) == 2
+    state2, hist2 = _rounds(proc, clients, two)
+  for a, b in zip(state1['params']['weights'], state2['params']['weights']):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  for m1, m2 in zip(hist1, hist2):
+    assert m1['num_clients'] == m2['num_clients'] == 6
+    np.testing.assert_allclose(m1['loss_sum'], m2['loss_sum'], rtol=1e-5)
+
+
+def test_dead_worker_is_named():
+  with WorkerPool.local(2) as pool:
+    victim = pool._owned[1]  # pylint: disable=protected-access
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.process.wait()
+    deadline = time.time() + 15   # gRPC notices the closed connection asynchronously
+    while not pool.dead_workers(confirm_s=0.5) and time.time() < deadline:
+      time.sleep(0.1)
+    with pytest.raises(WorkerUnavailableError,
+                       match=f'localhost:{victim.port} stopped answering.*--workers=localhost:'):
+      pool.check('round 7')
+
+
+def test_unreachable_worker_is_named():
+  with pytest.raises(WorkerUnavailableError, match='localhost:9 is not reachable'):
+    WorkerPool(['localhost:9'], ready_timeout_s=1)
+
+
+@pytest.mark.parametrize('text', ['localhost', 'host:port', ''])
+def test_bad_addresses(text):
+  with pytest.raises(ValueError):
+    parse_addresses(text)
+
+
+def test_training_survives_losing_a_worker(tmp_path):
+  """Start 2 workers, kill one mid-run, resume with the survivor (issue #7)."""
+  out = tmp_path / 'run'
+  a, b = WorkerProcess(), WorkerProcess()
+  try:
+    cmd = [sys.executable, '-m', 'programs.train', '--config=configs/demo/digits.toml',
+           '--algorithm=fedmeta_maml', '--rounds=400', '--eval_every=100', '--checkpoint_every=5',
+           '--progress=false', f'--output_dir={out}', '--executor=workers']
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+    run = subprocess.Popen(cmd + [f'--workers=localhost:{a.port},localhost:{b.port}'], cwd=REPO,
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / 'checkpoints' / 'program_state_10').exists():
+      assert run.poll() is None, run.stderr.read()[-2000:]
+      assert time.time() < deadline
+      time.sleep(0.05)
+    b.stop()
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == WORKER_LOST_EXIT_CODE, stderr[-2000:]
+    assert f'localhost:{b.port}' in stderr and 'stopped answering' in stderr, stderr[-2000:]
+    assert f'--workers=localhost:{a.port}' in stderr
+    resumed = subprocess.run(cmd + [f'--workers=localhost:{a.port}', '--rounds=30'], cwd=REPO,
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert 'Resuming FedMeta(MAML) from round' in resumed.stderr
+    with open(out / 'metrics.csv') as f:
+      rounds = [int(line.split(',')[0]) for line in f.readlines()[1:]]
+    assert rounds == list(range(1, 31))
+  finally:
+    a.stop()
+    b.stop()

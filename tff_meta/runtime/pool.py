@@ -1,0 +1,153 @@
+"""A pool of TFF C++ workers, local or remote, as one execution context.
+
+One worker: a plain sync context over its gRPC stub. Several: TFF's
+mergeable-computation context (`create_mergeable_comp_execution_context`),
+which splits each round's clients across the workers and merges their
+aggregates, so a round must have a single aggregation stage (ours do, see
+`algorithms/process.py`). This is TFF's own remote execution: no home-made
+RPC (TFF_NOTES, "Several workers").
+
+A dead or unreachable worker is reported by address: `WorkerUnavailableError`
+between calls, or the `watch` watchdog during one (TFF itself would retry
+forever). Runs checkpoint every few rounds, so the same command restarted with
+the surviving workers resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from typing import Iterator, List, Optional, Sequence
+
+import grpc
+import tensorflow_federated as tff
+
+from tff_meta.runtime import contexts
+from tff_meta.runtime.workers import GRPC_OPTIONS, WorkerProcess
+
+
+WORKER_LOST_EXIT_CODE = 3
+
+
+class WorkerUnavailableError(RuntimeError):
+  """A worker of the pool cannot be reached; the message names it and the fix."""
+
+
+def parse_addresses(text: str) -> List[str]:
+  addresses = [a.strip() for a in text.split(',') if a.strip()]
+  for a in addresses:
+    host, _, port = a.rpartition(':')
+    if not host or not port.isdigit():
+      raise ValueError(f'Worker address {a!r} is not host:port (e.g. localhost:8000).')
+  if not addresses:
+    raise ValueError('--workers needs at least one host:port.')
+  return addresses
+
+
+class WorkerPool:
+  """Connects to TFF workers; `context` runs computations across all of them.
+
+  Args:
+    addresses: host:port of each running `worker_binary` (see programs/worker.py).
+    owned: local `WorkerProcess`es this pool started and must stop on close().
+  """
+
+  def __init__(self, addresses: Sequence[str], *, owned: Sequence[WorkerProcess] = (),
+               ready_timeout_s: float = 30.0):
+    self.addresses = list(addresses)
+    self._owned = list(owned)
+    self._channels = [grpc.insecure_channel(a, GRPC_OPTIONS) for a in self.addresses]
+    self._stubs = [tff.framework.RemoteExecutorGrpcStub(c) for c in self._channels]
+    deadline = time.monotonic() + ready_timeout_s
+    for address, stub in zip(self.addresses, self._stubs):
+      while not stub.is_ready:
+        if time.monotonic() > deadline:
+          self.close()
+          raise WorkerUnavailableError(
+              f'TFF worker at {address} is not reachable after {ready_timeout_s:.0f}s. Start it '
+              f'(python -m programs.worker --port={address.rpartition(":")[2]}) or leave it out of '
+              '--workers.')
+        time.sleep(0.05)
+    # Evaluation returns per-client (CLIENTS-placed) values, which the
+    # mergeable form cannot carry; it runs on the first worker.
+    self.eval_context = contexts.sync_context_for_stub(self._stubs[0])
+    if len(self._stubs) == 1:
+      self.context = self.eval_context
+    else:
+      self.context = tff.backends.native.create_mergeable_comp_execution_context(
+          [contexts.async_context_for_stub(s) for s in self._stubs])
+
+  @classmethod
+  def local(cls, num_workers: int = 1, log_dir: Optional[str] = None) -> 'WorkerPool':
+    """Starts `num_workers` local workers (stopped by PID on close())."""
+    workers = [WorkerProcess(log_dir=log_dir) for _ in range(num_workers)]
+    return cls([f'localhost:{w.port}' for w in workers], owned=workers)
+
+  def dead_workers(self, confirm_s: float = 2.0) -> List[str]:
+    """Workers whose channel is down and cannot reconnect within `confirm_s`."""
+    dead = []
+    for address, stub, channel in zip(self.addresses, self._stubs, self._channels):
+      if stub.is_ready:
+        continue
+      try:   # an idle channel reconnects at once; a dead worker does not
+        grpc.channel_ready_future(channel).result(timeout=confirm_s)
+      except grpc.FutureTimeoutError:
+        dead.append(address)
+    return dead
+
+  def _message(self, dead: Sequence[str], what: str) -> str:
+    alive = [a for a in self.addresses if a not in dead]
+    fix = (f'Restart them, or rerun the same command with --workers={",".join(alive)}; '
+           'the run resumes from its last checkpoint.' if alive else
+           'Restart the workers and rerun the same command; it resumes from its last checkpoint.')
+    return (f'TFF worker(s) {", ".join(dead)} stopped answering'
+            f'{" during " + what if what else ""}. {fix}')
+
+  def check(self, what: str = '') -> None:
+    """Raises WorkerUnavailableError naming any worker that stopped answering."""
+    dead = self.dead_workers()
+    if dead:
+      raise WorkerUnavailableError(self._message(dead, what))
+
+  @contextlib.contextmanager
+  def watch(self, what: str, poll_s: float = 0.5) -> Iterator[None]:
+    """Guards a blocking call on the pool against a worker dying mid-call.
+
+    TFF retries gRPC calls to an unreachable worker indefinitely, so a round
+    whose worker dies would hang. The watchdog confirms the death, prints the
+    error naming the worker and the fix, and ends the process with exit code
+    `WORKER_LOST_EXIT_CODE`. Checkpoints and released metric rows are already
+    on disk; owned local workers die with the process (PR_SET_PDEATHSIG).
+    """
+    done = threading.Event()
+
+    def watchdog():
+      while not done.wait(poll_s):
+        dead = self.dead_workers()
+        if dead and not done.is_set():
+          print(f'error: {self._message(dead, what)}', file=sys.stderr, flush=True)
+          for worker in self._owned:
+            worker.stop()
+          os._exit(WORKER_LOST_EXIT_CODE)  # pylint: disable=protected-access
+
+    thread = threading.Thread(target=watchdog, name='tff-worker-watchdog', daemon=True)
+    thread.start()
+    try:
+      yield
+    finally:
+      done.set()
+
+  def close(self) -> None:
+    for channel in self._channels:
+      channel.close()
+    for worker in self._owned:
+      worker.stop()
+
+  def __enter__(self) -> 'WorkerPool':
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
