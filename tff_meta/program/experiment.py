@@ -11,7 +11,7 @@ from typing import Optional
 from absl import logging
 
 from tff_meta.algorithms import ALGORITHMS, Algorithm
-from tff_meta.data import load_dataset, protocol
+from tff_meta.data import FederatedDataset, load_dataset, protocol
 from tff_meta.models import ModelSpec, build_model_spec
 from tff_meta.program import config as config_lib
 from tff_meta.program import training_loop
@@ -20,6 +20,11 @@ from tff_meta.runtime.pool import WorkerPool
 
 def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
   dataset = load_dataset(cfg.dataset, **cfg.data)
+  if not isinstance(dataset, FederatedDataset):
+    raise config_lib.ConfigError(
+        f'Dataset {cfg.dataset!r} holds ratings, not labelled examples; the classification '
+        'algorithms here cannot train on it (recommendation is its own program, issue #6). '
+        'Use programs.data_stats to inspect it.')
   data = protocol.prepare(dataset, support_fraction=cfg.support_fraction,
                           min_samples=cfg.min_samples, client_split=cfg.client_split,
                           seed=cfg.seed)
