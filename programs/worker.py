@@ -21,7 +21,7 @@ from absl import app, flags  # noqa: E402
 from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
 flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.')
-flags.DEFINE_string('log_dir', None, 'Folder for the worker log (default: the temp folder).')
+# --log_dir (the worker log's folder; default: the temp folder) is absl.logging's own flag.
 FLAGS = flags.FLAGS
 
 
@@ -31,7 +31,7 @@ def main(argv):
   signal.signal(signal.SIGINT, lambda *_: stop.append(1))
   signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
   try:
-    worker = WorkerProcess(port=FLAGS.port, log_dir=FLAGS.log_dir)
+    worker = WorkerProcess(port=FLAGS.port, log_dir=FLAGS.log_dir or None)
   except RuntimeError as e:
     sys.exit(f'error: {e}')
   print(f'TFF worker serving on port {worker.port} (pid {worker.pid}); log {worker.log_path}',

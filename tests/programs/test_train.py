@@ -62,6 +62,12 @@ def test_outputs(uninterrupted):
   assert _rounds(out / 'eval.csv') == [0, 10, 20, 30, 40]
   summary = json.loads((out / 'results.json').read_text())['summary']
   assert 0.0 <= summary['accuracy'] <= 100.0 and summary['rounds'] == 40
+  # Cost accounting: per-round bytes and client FLOPs, and the run's total GFLOPs.
+  with open(out / 'metrics.csv', newline='') as f:
+    rows = list(csv.DictReader(f))
+  assert all(float(r['client_flops']) > 0 and int(r['bytes_up']) > 0 for r in rows)
+  total = sum(float(r['client_flops']) for r in rows)
+  assert summary['gflops'] == pytest.approx(total / 1e9, rel=1e-9)
 
 
 def test_killed_run_resumes_where_it_stopped(tmp_path, uninterrupted):
@@ -95,6 +101,7 @@ def test_killed_run_resumes_where_it_stopped(tmp_path, uninterrupted):
   got = json.loads((out / 'results.json').read_text())
   assert got['test_client_accuracies'] == want['test_client_accuracies']
   assert got['summary']['accuracy'] == want['summary']['accuracy']
+  assert got['summary']['gflops'] == pytest.approx(want['summary']['gflops'])  # all sessions
 
 
 @pytest.mark.parametrize('extra, message', [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import tensorflow_federated as tff
@@ -40,12 +40,16 @@ class Algorithm:
     process: `tff.templates.IterativeProcess` (see `algorithms.process`).
     evaluate: federated evaluation (see `evaluation.personalized`).
     train_data: 'episode' (support/query tensors) or 'full' (x, y = all data).
+    client_flops: optional `fn(one client's round data) -> int`, the FLOPs of
+      that client's work in a round (`tff_meta.evaluation.flops`); None when
+      the algorithm has no FLOPs model.
   """
   name: str
   display_name: str
   process: tff.templates.IterativeProcess
   evaluate: tff.Computation
   train_data: str
+  client_flops: Optional[Callable[[Any], int]] = None
 
   @staticmethod
   def params(state) -> collections.OrderedDict:

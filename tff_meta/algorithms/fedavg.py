@@ -23,7 +23,7 @@ import functools
 import tensorflow as tf
 
 from tff_meta.algorithms import base, process
-from tff_meta.evaluation import personalized
+from tff_meta.evaluation import flops, personalized
 from tff_meta.learning import local_training
 
 
@@ -67,7 +67,8 @@ def _build(model, hp: base.Hparams, *, fine_tune: bool, name: str, display_name:
     adapter = personalized.no_adaptation
   evaluate = personalized.build_personalized_evaluation(model, proc.params_type, adapter)
   return base.Algorithm(name=name, display_name=display_name, process=proc,
-                        evaluate=evaluate, train_data='full')
+                        evaluate=evaluate, train_data='full',
+                        client_flops=flops.client_flops_fn(name, model, hp))
 
 
 base.ALGORITHMS.add('fedavg', functools.partial(

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_meta.algorithms import base, process
-from tff_meta.evaluation import personalized
+from tff_meta.evaluation import flops, personalized
 from tff_meta.learning import adaptation, losses
 
 VARIANTS = ('maml', 'fomaml', 'metasgd')
@@ -90,7 +90,8 @@ def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: st
 
   evaluate = personalized.build_personalized_evaluation(model, proc.params_type, adapter)
   return base.Algorithm(name=name, display_name=display_name, process=proc,
-                        evaluate=evaluate, train_data='episode')
+                        evaluate=evaluate, train_data='episode',
+                        client_flops=flops.client_flops_fn(name, model, hp))
 
 
 for _variant, _name, _display in (('maml', 'fedmeta_maml', 'FedMeta(MAML)'),

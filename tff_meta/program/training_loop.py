@@ -60,6 +60,7 @@ class RunResult:
   bytes_up: int
   train_seconds: float
   output_dir: str
+  client_flops: float = float('nan')   # all clients, all rounds (metrics.csv)
 
   def row(self) -> Dict[str, float]:
     return collections.OrderedDict(
@@ -67,7 +68,7 @@ class RunResult:
         client_mean=100 * self.test.client_mean, client_std=100 * self.test.client_std,
         test_clients=len(self.test.client_accuracies), query_examples=self.test.num_examples,
         rounds=self.rounds, mb_sent=(self.bytes_down + self.bytes_up) / 1e6,
-        train_seconds=self.train_seconds)
+        gflops=self.client_flops / 1e9, train_seconds=self.train_seconds)
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):
@@ -83,6 +84,17 @@ def evaluate(alg: Algorithm, params, clients, pool: WorkerPool) -> personalized.
     with pool.watch('evaluation'):
       per_client = alg.evaluate(params, [client_data.episode(c) for c in clients])
   return personalized.summarize(per_client)
+
+
+def _round_flops(alg: Algorithm, batch) -> float:
+  """FLOPs of the round's sampled clients (`Algorithm.client_flops`); NaN without a model."""
+  if alg.client_flops is None:
+    return float('nan')
+  try:
+    return float(sum(alg.client_flops(c) for c in batch))
+  except ValueError as e:    # e.g. a layer the FLOPs model does not know
+    logging.log_first_n(logging.WARNING, 'No client FLOPs for %s: %s', 1, alg.display_name, e)
+    return float('nan')
 
 
 def _eval_row(split_name, summary) -> Dict[str, float]:
@@ -153,6 +165,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       await train_release.release(collections.OrderedDict(
           train_loss=loss, train_accuracy=accuracy, num_rejected=rejected,
           bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
+          client_flops=_round_flops(alg, batch),
           round_seconds=time.perf_counter() - t0), key=round_num)
       if round_num % eval_every == 0 or round_num == rounds:
         summary = evaluate(alg, alg.params(state), data.test, pool)
@@ -181,7 +194,8 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       algorithm=alg.name, display_name=alg.display_name, rounds=rounds, test=final,
       history=history, bytes_down=per_round['bytes_down'] * rounds,
       bytes_up=per_round['bytes_up'] * rounds,
-      train_seconds=train_seconds if done else 0.0, output_dir=output_dir)
+      train_seconds=train_seconds if done else 0.0, output_dir=output_dir,
+      client_flops=read_total(os.path.join(output_dir, 'metrics.csv'), 'client_flops'))
 
 
 def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int, seed: int,
@@ -205,6 +219,16 @@ def read_history(path: str) -> List[Dict[str, float]]:
   import csv  # pylint: disable=g-import-not-at-top
   with open(path, newline='') as f:
     return [{k: float(v) for k, v in row.items() if v not in ('', None)} for row in csv.DictReader(f)]
+
+
+def read_total(path: str, column: str) -> float:
+  """Sum of a metrics.csv column over all rounds (all sessions of a resumed run)."""
+  import csv  # pylint: disable=g-import-not-at-top
+  if not os.path.exists(path):
+    return float('nan')
+  with open(path, newline='') as f:
+    return float(sum(float(row[column]) for row in csv.DictReader(f)
+                     if row.get(column) not in ('', None)))
 
 
 def write_result(result: RunResult) -> None:

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 import time
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 import tensorflow_federated as tff
@@ -81,9 +81,25 @@ class WorkerPool:
           [contexts.async_context_for_stub(s) for s in self._stubs])
 
   @classmethod
-  def local(cls, num_workers: int = 1, log_dir: Optional[str] = None) -> 'WorkerPool':
-    """Starts `num_workers` local workers (stopped by PID on close())."""
-    workers = [WorkerProcess(log_dir=log_dir) for _ in range(num_workers)]
+  def local(cls, num_workers: int = 1, log_dir: Optional[str] = None,
+            env: Union[None, Mapping[str, str], Sequence[Mapping[str, str]]] = None
+            ) -> 'WorkerPool':
+    """Starts `num_workers` local workers (stopped by PID on close()).
+
+    `env`: extra environment variables for every worker (a mapping), or one
+    mapping per worker (a sequence), e.g. each its own CUDA_VISIBLE_DEVICES.
+    """
+    envs = list(env) if isinstance(env, (list, tuple)) else [env] * num_workers
+    if len(envs) != num_workers:
+      raise ValueError(f'env has {len(envs)} entries for {num_workers} workers.')
+    workers = []
+    try:
+      for worker_env in envs:
+        workers.append(WorkerProcess(log_dir=log_dir, env=worker_env))
+    except BaseException:
+      for w in workers:
+        w.stop()
+      raise
     return cls([f'localhost:{w.port}' for w in workers], owned=workers)
 
   def dead_workers(self, confirm_s: float = 2.0) -> List[str]:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, Optional
+from typing import Dict, Mapping, Optional
 
 import grpc
 import portpicker
@@ -49,11 +49,16 @@ def worker_binary_path() -> str:
 
 
 class WorkerProcess:
-  """One `worker_binary` on localhost; use as a context manager or call stop()."""
+  """One `worker_binary` on localhost; use as a context manager or call stop().
+
+  `env`: variables set for the worker on top of this process's environment,
+  e.g. {'CUDA_VISIBLE_DEVICES': '0'} (see program/executor.py, --client_devices).
+  """
 
   def __init__(self, port: Optional[int] = None, log_dir: Optional[str] = None,
-               ready_timeout_s: float = 60.0):
+               ready_timeout_s: float = 60.0, env: Optional[Mapping[str, str]] = None):
     self.port = port or portpicker.pick_unused_port()
+    self.env = dict(env or {})
     log_dir = log_dir or tempfile.gettempdir()
     os.makedirs(log_dir, exist_ok=True)
     self.log_path = os.path.join(log_dir, f'tff_worker_{self.port}.log')
@@ -61,6 +66,7 @@ class WorkerProcess:
     self.process = subprocess.Popen(
         [worker_binary_path(), f'--port={self.port}', '--max_concurrent_computation_calls=-1'],
         stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        env={**os.environ, **self.env} if self.env else None,
         start_new_session=True, preexec_fn=_die_with_parent)
     with _LOCK:
       _LIVE[self.process.pid] = self
