@@ -39,6 +39,39 @@ def _all_finite(structure) -> tf.Tensor:
   return tf.reduce_all(tf.stack(flags))
 
 
+def client_update_fn(client_fn: Callable, weighting: str, params, data):
+  """Pure TF: one client's contribution to the round's single `federated_sum`."""
+  update, num_examples, metrics = client_fn(params, data)
+  weight = (tf.cast(num_examples, tf.float32) if weighting == 'num_examples'
+            else tf.constant(1.0))
+  finite = tf.logical_and(_all_finite(update), _all_finite(metrics))
+  finite = tf.logical_and(finite, num_examples > 0)
+  keep = tf.cast(finite, tf.float32)
+  weight = weight * keep
+  # tf.where, not multiplication: 0 * NaN is NaN.
+  weighted = tf.nest.map_structure(
+      lambda u: tf.where(finite, u * weight, tf.zeros_like(u)), update)
+  metrics = collections.OrderedDict(
+      (k, tf.where(finite, tf.cast(metrics[k], tf.float32), 0.0)) for k in METRIC_NAMES)
+  return collections.OrderedDict(
+      weighted_update=weighted, weight=weight, metrics=metrics,
+      num_clients=tf.constant(1.0), num_rejected=1.0 - keep)
+
+
+def server_update_fn(server_optimizer, state, total):
+  """Pure TF: the server step on the summed client contributions."""
+  accepted = total['weight'] > 0.0
+  denominator = tf.maximum(total['weight'], 1e-12)
+  mean_update = tf.nest.map_structure(lambda u: u / denominator, total['weighted_update'])
+  opt_state, params = server_optimizer.next(
+      state['optimizer_state'], state['params'], mean_update)
+  keep_old = lambda new, old: tf.where(accepted, new, old)
+  return collections.OrderedDict(
+      params=tf.nest.map_structure(keep_old, params, state['params']),
+      optimizer_state=tf.nest.map_structure(keep_old, opt_state, state['optimizer_state']),
+      round_num=state['round_num'] + 1)
+
+
 def build_federated_process(
     *, initial_params: Mapping[str, list], client_fn: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer,
@@ -77,34 +110,11 @@ def build_federated_process(
 
   @tff.tensorflow.computation(params_type, data_type)
   def client_update(params, data):
-    update, num_examples, metrics = client_fn(params, data)
-    weight = (tf.cast(num_examples, tf.float32) if weighting == 'num_examples'
-              else tf.constant(1.0))
-    finite = tf.logical_and(_all_finite(update), _all_finite(metrics))
-    finite = tf.logical_and(finite, num_examples > 0)
-    keep = tf.cast(finite, tf.float32)
-    weight = weight * keep
-    # tf.where, not multiplication: 0 * NaN is NaN.
-    weighted = tf.nest.map_structure(
-        lambda u: tf.where(finite, u * weight, tf.zeros_like(u)), update)
-    metrics = collections.OrderedDict(
-        (k, tf.where(finite, tf.cast(metrics[k], tf.float32), 0.0)) for k in METRIC_NAMES)
-    return collections.OrderedDict(
-        weighted_update=weighted, weight=weight, metrics=metrics,
-        num_clients=tf.constant(1.0), num_rejected=1.0 - keep)
+    return client_update_fn(client_fn, weighting, params, data)
 
   @tff.tensorflow.computation(state_type, client_update.type_signature.result)
   def server_update(state, total):
-    accepted = total['weight'] > 0.0
-    denominator = tf.maximum(total['weight'], 1e-12)
-    mean_update = tf.nest.map_structure(lambda u: u / denominator, total['weighted_update'])
-    opt_state, params = server_optimizer.next(
-        state['optimizer_state'], state['params'], mean_update)
-    keep_old = lambda new, old: tf.where(accepted, new, old)
-    return collections.OrderedDict(
-        params=tf.nest.map_structure(keep_old, params, state['params']),
-        optimizer_state=tf.nest.map_structure(keep_old, opt_state, state['optimizer_state']),
-        round_num=state['round_num'] + 1)
+    return server_update_fn(server_optimizer, state, total)
 
   @tff.tensorflow.computation(state_type)
   def get_params(state):
@@ -135,4 +145,8 @@ def build_federated_process(
   process.params_type = params_type
   process.client_output_type = client_update.type_signature.result
   process.client_update = client_update
+  # The pure-TF round pieces, for plain-TF references (benchmarks/round_overhead.py).
+  process.client_fn = client_fn
+  process.weighting = weighting
+  process.server_optimizer = server_optimizer
   return process
