@@ -10,9 +10,10 @@ For each algorithm the same sampled clients' data are run for --warmup +
 - plain TF: one `tf.compat.v1` graph that calls the *same* pure-TF round
   pieces (`process.client_fn`, `client_update_fn`, `server_update_fn`) with the
   state kept in graph variables; the data are fed each round.
-The benchmark asserts that both end in the same state: the norm of the
-difference is under 1% of the norm of the change training made (Adam turns
-float noise in near-zero gradients into +-lr steps, so max-abs is no test), and
+The benchmark asserts that both compute the same round: after round 1 the
+norm of the state difference is under 1e-4 of the norm of the change the
+round made. It also prints that ratio after all rounds, where float noise can
+compound (Adam turns noise in near-zero gradients into +-lr steps), and
 prints the median seconds per round after warm-up and their ratio.
 """
 
@@ -88,8 +89,8 @@ def main(argv):
   hp = Hparams(inner_lr=0.001, server_lr=1e-4, client_lr=1e-4)   # FEMNIST Table 4 rates
   print(f'{FLAGS.model} ({model.num_parameters:,} parameters), {FLAGS.clients} clients x '
         f'{FLAGS.examples} examples, median of {FLAGS.rounds} rounds after {FLAGS.warmup} warm-up')
-  print('| Algorithm | TFF s/round | plain TF s/round | ratio | state diff (relative) |')
-  print('|---|---|---|---|---|')
+  print('| Algorithm | TFF s/round | plain TF s/round | ratio | state diff after round 1 | after all rounds |')
+  print('|---|---|---|---|---|---|')
   with WorkerPool.local(1) as pool:
     for name in FLAGS.algorithms:
       alg = ALGORITHMS.get(name)(model, hp)
@@ -102,24 +103,28 @@ def main(argv):
           t0 = time.perf_counter()
           state, _ = alg.process.next(state, batch)
           tff_times.append(time.perf_counter() - t0)
+          if r == 0:
+            tff_first = state
       step, read, session = _plain_tf_round(alg.process, initial, batch)
       ref_times = []
       for r in range(FLAGS.warmup + FLAGS.rounds):
         t0 = time.perf_counter()
         step()
         ref_times.append(time.perf_counter() - t0)
+        if r == 0:
+          ref_first = read()
       ref_state = read()
       session.close()
       flat = lambda s: np.concatenate([np.ravel(x) for x in tf.nest.flatten(s['params'])])
-      ours, ref, start = flat(state), flat(ref_state), flat(initial)
-      # Relative to how far training moved: Adam turns float noise in near-zero
-      # gradients into +-lr steps, so the max abs difference is not a useful test.
-      diff = float(np.linalg.norm(ours - ref) / max(np.linalg.norm(ref - start), 1e-12))
-      assert diff < 1e-2, f'{name}: TFF and plain-TF states differ (relative {diff:.2e})'
+      rel = lambda a, b: float(np.linalg.norm(flat(a) - flat(b)) /
+                               max(np.linalg.norm(flat(b) - flat(initial)), 1e-12))
+      first = rel(tff_first, ref_first)
+      assert first < 1e-4, f'{name}: round 1 differs between TFF and plain TF (relative {first:.2e})'
+      diff = rel(state, ref_state)   # after all rounds: float noise may compound (Adam)
       t_tff = statistics.median(tff_times[FLAGS.warmup:])
       t_ref = statistics.median(ref_times[FLAGS.warmup:])
-      print(f'| {alg.display_name} | {t_tff:.3f} | {t_ref:.3f} | {t_tff / t_ref:.2f} | {diff:.1e} |',
-            flush=True)
+      print(f'| {alg.display_name} | {t_tff:.3f} | {t_ref:.3f} | {t_tff / t_ref:.2f} | {first:.1e} '
+            f'| {diff:.1e} |', flush=True)
 
 
 if __name__ == '__main__':
