@@ -1,14 +1,11 @@
 """Execution contexts over workers that this project owns.
 
-`local_context()` starts one `WorkerProcess` (TFF's C++ executor) and returns
-a sync context for library/Colab use, or an async one for `tff.program`; the
-worker is stopped by PID when the context manager exits.
+`pool.local_context()` builds on these for library/Colab use.
 """
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator, Optional
+from typing import Optional
 
 import tensorflow_federated as tff
 
@@ -37,21 +34,8 @@ def sync_context_for_stub(stub):
   return tff.framework.SyncExecutionContext(**_context_kwargs(stub))
 
 
-def async_context_for(worker: WorkerProcess):
-  return async_context_for_stub(worker.stub)
-
-
 def sync_context_for(worker: WorkerProcess):
   return sync_context_for_stub(worker.stub)
-
-
-@contextlib.contextmanager
-def local_context(log_dir: Optional[str] = None, asynchronous: bool = False) -> Iterator:
-  """Starts a local C++ worker, installs a context on it, stops it on exit."""
-  with WorkerProcess(log_dir=log_dir) as worker:
-    ctx = async_context_for(worker) if asynchronous else sync_context_for(worker)
-    with tff.framework.get_context_stack().install(ctx):
-      yield ctx
 
 
 _DEFAULT_WORKER: Optional[WorkerProcess] = None

@@ -167,3 +167,11 @@ class WorkerPool:
 
   def __exit__(self, *exc) -> None:
     self.close()
+
+
+@contextlib.contextmanager
+def local_context(log_dir: Optional[str] = None) -> Iterator:
+  """Starts a local C++ worker, installs its sync context, stops the worker on exit."""
+  with WorkerPool.local(1, log_dir=log_dir) as pool:
+    with tff.framework.get_context_stack().install(pool.context):
+      yield pool.context
