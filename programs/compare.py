@@ -25,13 +25,12 @@ from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import executor, experiment, report  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 config_lib.define_flags(flags)
 flags.adopt_module_key_flags(config_lib)
-flags.DEFINE_string('algorithms', DEFAULT_METHODS, 'Comma-separated algorithm names '
-                    f'(known: {", ".join(ALGORITHMS.names())}).')
 flags.DEFINE_bool('progress', True, 'Show a progress bar per method.')
 flags.DEFINE_integer('seeds', 1, 'Repeat with seeds seed, seed+1, ...; the table shows mean ± std across runs.')
 executor.define_flags(flags)
@@ -60,21 +59,23 @@ def main(argv):
   logs.quiet()
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
-    methods = [m.strip() for m in FLAGS.algorithms.split(',') if m.strip()]
+    # --algorithms is the config key's flag; neither given: FedMeta's five methods.
+    names = cfg.algorithms or DEFAULT_METHODS
+    methods = [m.strip() for m in names.split(',') if m.strip()]
     for m in methods:
       ALGORITHMS.get(m)
     if FLAGS.seeds < 1:
       raise config_lib.ConfigError(f'--seeds must be >= 1, got {FLAGS.seeds}.')
     cfg = cfg.for_algorithm(methods[0], cfg.resolved_output_dir()).validate()
   except (*USER_ERRORS, ValueError) as e:
-    sys.exit(f'error: {e}')
+    errors.fail(e)
   out = cfg.resolved_output_dir()
   seeds = [cfg.seed + i for i in range(FLAGS.seeds)]
   per_method = {m: [] for m in methods}
   try:
     pool = executor.make_pool(FLAGS, log_dir=out)
   except (*USER_ERRORS, ValueError) as e:
-    sys.exit(f'error: {e}')
+    errors.fail(e)
   with pool:
     for seed in seeds:
       seed_cfg = dataclasses.replace(cfg, seed=seed)
@@ -82,7 +83,7 @@ def main(argv):
         data = experiment.prepare_data(seed_cfg)
         model = experiment.build_model(seed_cfg, data)
       except (*USER_ERRORS, ValueError) as e:
-        sys.exit(f'error: {e}')
+        errors.fail(e)
       print(f'seed {seed}: {data.summary()}')
       print(f'model {cfg.model}: {model.num_parameters:,} parameters; {cfg.rounds} rounds, '
             f'{cfg.clients_per_round} clients per round, support fraction {cfg.support_fraction}')
@@ -93,7 +94,7 @@ def main(argv):
           result = experiment.run(run_cfg, data=data, model=model, pool=pool,
                                   show_progress=FLAGS.progress)
         except USER_ERRORS as e:
-          sys.exit(f'error: {e}')
+          errors.fail(e)
         per_method[method].append(result)
   rows = [_mean_row([r.row() for r in results]) for results in per_method.values()]
   histories = {results[0].display_name: _mean_history([r.history for r in results])

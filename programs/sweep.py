@@ -21,6 +21,7 @@ from absl import app, flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment, logs  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
@@ -59,14 +60,14 @@ def main(argv):
           algorithm, os.path.join(out, tag)).validate()
       configs.append((tag, run_cfg))
   except (*USER_ERRORS, ValueError) as e:
-    sys.exit(f'error: {e}')
+    errors.fail(e)
   rows = []
   data = experiment.prepare_data(configs[0][1])
   model = experiment.build_model(configs[0][1], data)
   try:
     pool = executor.make_pool(FLAGS, log_dir=out)
   except (*USER_ERRORS, ValueError) as e:
-    sys.exit(f'error: {e}')
+    errors.fail(e)
   with pool:
     for tag, run_cfg in configs:
       result = experiment.run(run_cfg, data=data, model=model, pool=pool, show_progress=False)

@@ -19,6 +19,7 @@ from absl import app, flags  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import executor, experiment, report  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 config_lib.define_flags(flags)
@@ -35,16 +36,16 @@ def main(argv):
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS)).validate()
   except (*USER_ERRORS, ValueError) as e:   # ValueError: e.g. support_fraction out of (0, 1)
-    sys.exit(f'error: {e}')
+    errors.fail(e)
   try:
     pool = executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir())
   except (*USER_ERRORS, ValueError) as e:
-    sys.exit(f'error: {e}')
+    errors.fail(e)
   try:
     with pool:
       result = experiment.run(cfg, pool=pool, show_progress=FLAGS.progress)
   except USER_ERRORS as e:
-    sys.exit(f'error: {e}')
+    errors.fail(e)
   print(report.format_table([result.row()]))
   print(f'\nOutputs in {result.output_dir}')
 

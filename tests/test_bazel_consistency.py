@@ -57,6 +57,7 @@ IMPORT_TO_PIP = {
     'absl': 'absl-py',
     'grpc': 'grpcio',
     'sklearn': 'scikit-learn',
+    'surprise': 'scikit-surprise',
     'tensorflow_datasets': 'tensorflow-datasets',
     'tensorflow_federated': 'tensorflow-federated',
     'tensorflow_privacy': 'tensorflow-privacy',

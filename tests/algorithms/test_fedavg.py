@@ -91,9 +91,17 @@ def test_empty_client_has_no_effect(tff_context, setup):
 
 def test_registry_builds_named_algorithms(setup):
   model, _ = setup
-  names = {n: ALGORITHMS.get(n)(model, Hparams()).display_name for n in ALGORITHMS}
-  assert names == {'fedavg': 'FedAvg', 'fedavg_meta': 'FedAvg(Meta)',
-                   'fedmeta_maml': 'FedMeta(MAML)', 'fedmeta_fomaml': 'FedMeta(FOMAML)',
-                   'fedmeta_metasgd': 'FedMeta(Meta-SGD)'}
+  # SCAFFOLD needs plain SGD and the population (the program fills it from the data).
+  hp = Hparams(client_optimizer='sgd', population=10, sampled_clients=2)
+  names = {n: ALGORITHMS.get(n)(model, hp).display_name for n in ALGORITHMS}
+  assert names == {
+      'fedavg': 'FedAvg', 'fedavg_meta': 'FedAvg(Meta)', 'fedmeta_maml': 'FedMeta(MAML)',
+      'fedmeta_fomaml': 'FedMeta(FOMAML)', 'fedmeta_metasgd': 'FedMeta(Meta-SGD)',
+      'per_fedavg_fo': 'Per-FedAvg(FO)', 'per_fedavg_hf': 'Per-FedAvg(HF)', 'fedprox': 'FedProx',
+      'pfedme': 'pFedMe', 'reptile': 'FedEC-wo (Reptile)', 'fedec': 'FedEC', 'fedec_l2': 'FedEC-l2',
+      'fedper': 'FedPer', 'lg_fedavg': 'LG-FedAvg', 'fedrep': 'FedRep',
+      'fedmeta_fedper_maml': 'FedMeta(MAML)+FedPer',
+      'fedmeta_fedper_metasgd': 'FedMeta(Meta-SGD)+FedPer', 'scaffold': 'SCAFFOLD',
+      'ditto': 'Ditto', 'apfl': 'APFL', 'local_only': 'Local Only'}
   with pytest.raises(KeyError, match="Unknown algorithm 'fedmeta_mamll'.*Did you mean 'fedmeta_maml'"):
     ALGORITHMS.get('fedmeta_mamll')

@@ -107,3 +107,23 @@ def test_unknown_source_name_lists_valid_names():
 def test_labels_out_of_range_raise():
   with pytest.raises(DataError, match=r"client 'a' has labels outside \[0, 3\)"):
     FederatedDataset('bad', {'a': ClientArrays(np.zeros((2, 1)), np.array([0, 3]))}, 3, (1,))
+
+
+def test_known_test_fraction_holds_out_a_local_test_set_training_never_sees():
+  data = protocol.prepare(_dataset([40] * 10), support_fraction=0.5, client_split=(1.0, 0.0, 0.0),
+                          known_test_fraction=0.25, seed=3)
+  assert len(data.train) == 10 and not data.test
+  for c in data.train:
+    held = set(c.holdout.x[:, 0])
+    train = set(c.all.x[:, 0])
+    assert len(held) == 10 and len(train) == 30 and not held & train
+    known = c.known_split()
+    assert set(known.support.x[:, 0]) == train and set(known.query.x[:, 0]) == held
+  again = protocol.prepare(_dataset([40] * 10), support_fraction=0.5,
+                           client_split=(1.0, 0.0, 0.0), known_test_fraction=0.25, seed=3)
+  assert np.array_equal(again.train[0].holdout.x, data.train[0].holdout.x)
+
+
+def test_no_test_clients_needs_known_clients():
+  with pytest.raises(DataError, match='known_test_fraction > 0'):
+    protocol.prepare(_dataset([40] * 10), support_fraction=0.5, client_split=(1.0, 0.0, 0.0))

@@ -143,7 +143,27 @@ def test_round_formulas():
   metasgd = flops.round_flops_from_cost('fedmeta_metasgd', cost, hp, n_s, n_q, n_s + n_q)
   assert metasgd - maml == k * 50                            # v (o) g for d/d alpha
   with pytest.raises(ValueError, match='No FLOPs model'):
-    flops.round_flops_from_cost('fedprox', cost, hp, 1, 1, 2)
+    flops.round_flops_from_cost('no_such_method', cost, hp, 1, 1, 2)
+
+
+def test_peer_round_formulas():
+  cost = flops.ModelCost(forward=100, backward=180, params=50)
+  step, p = 280, 50
+  hp = Hparams(local_epochs=2, batch_size=4, client_optimizer='sgd', local_steps=3,
+               pfedme_inner_steps=5)
+  fedavg = flops.round_flops_from_cost('fedavg', cost, hp, 0, 0, 10)
+  # FedProx: + 6P per local step (2 epochs x ceil(10 / 4) steps) for the proximal term.
+  assert flops.round_flops_from_cost('fedprox', cost, hp, 0, 0, 10) == fedavg + 6 * p * 2 * 3
+  # Per-FedAvg: tau = 3 steps on batches of min(4, n); FO two gradients + two SGD steps.
+  fo = flops.round_flops_from_cost('per_fedavg_fo', cost, hp, 0, 0, 10)
+  assert fo == 3 * (2 * 4 * step + 4 * p)
+  hf = flops.round_flops_from_cost('per_fedavg_hf', cost, hp, 0, 0, 10)
+  assert hf - fo == 3 * (2 * 4 * step + 8 * p)               # the finite-difference HVP
+  assert flops.round_flops_from_cost('per_fedavg_fo', cost, hp, 0, 0, 2) == 3 * (2 * 2 * step + 4 * p)
+  # pFedMe: R = 3 steps of K = 5 proximal steps, the metrics forward and the w update.
+  assert flops.round_flops_from_cost('pfedme', cost, hp, 0, 0, 10) == 3 * (
+      5 * (4 * step + 8 * p) + 4 * 100 + 3 * p)
+  assert flops.round_flops_from_cost('pfedme', cost, hp, 0, 0, 0) == 0
 
 
 def test_client_flops_fn_reads_the_clients_sizes():

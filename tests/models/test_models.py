@@ -90,3 +90,11 @@ def test_looped_lstm_second_order_gradient_equals_unrolled(tff_context):
   diff = lambda a, b: max(np.max(np.abs(x - y)) for x, y in zip(a, b))
   assert diff(grads[True, 'maml'], grads[False, 'maml']) < 1e-6
   assert diff(grads[False, 'maml'], grads[False, 'fomaml']) > 1e-3
+
+
+def test_lenet_is_the_two_conv_three_dense_cifar_model():
+  model = MODELS.get('lenet')((32, 32, 3), 10)
+  # conv6 5x5, pool, conv16 5x5, pool, 400-120-84-10: the classic 62,006 parameters.
+  assert model.count_params() == 62_006
+  spec = build_model_spec('lenet', (28, 28), 10)   # grey images get a channel axis
+  assert [i for i, _ in spec.weight_layers] == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]

@@ -51,6 +51,9 @@ def test_bad_files_name_the_problem(tmp_path, text, match):
     ({'support_fraction': '0'}, ValueError, r'support_fraction must be in \(0, 1\)'),
     ({'server_optimizer': 'adamw'}, UnknownNameError, "Unknown optimizer 'adamw'"),
     ({'rounds': '0'}, config_lib.ConfigError, 'rounds must be >= 1'),
+    ({'prox_mu': '-0.1'}, config_lib.ConfigError, r'prox_mu \(FedProx mu\) must be >= 0'),
+    ({'pfedme_lambda': '0'}, config_lib.ConfigError, 'pfedme_lambda must be > 0'),
+    ({'local_steps': '0'}, config_lib.ConfigError, 'local_steps must be >= 1'),
 ])
 def test_bad_values_are_rejected(override, error, match):
   cfg = config_lib.load('configs/demo/digits.toml', override)

@@ -11,6 +11,10 @@ import time
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers import csv_rounds as _rounds
+from tests.helpers import parent_pid as _parent
+from tests.helpers import program_env as _env
+from tests.helpers import workers_of as _workers_of
 
 ARGS = ['--config=configs/demo/digits.toml', '--algorithm=fedmeta_maml', '--rounds=40',
         '--eval_every=10', '--checkpoint_every=5', '--progress=false', '--clients_per_round=3']
@@ -18,29 +22,6 @@ ARGS = ['--config=configs/demo/digits.toml', '--algorithm=fedmeta_maml', '--roun
 
 def _cmd(out, *extra):
   return [sys.executable, '-m', 'programs.train', *ARGS, f'--output_dir={out}', *extra]
-
-
-def _env():
-  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2', PYTHONUNBUFFERED='1')
-
-
-def _workers_of(pid):
-  out = subprocess.run(['pgrep', '-f', 'worker_binary'], capture_output=True, text=True).stdout
-  pids = [int(p) for p in out.split()]
-  return [p for p in pids if _parent(p) == pid]
-
-
-def _parent(pid):
-  try:
-    with open(f'/proc/{pid}/stat') as f:
-      return int(f.read().rsplit(')', 1)[1].split()[1])
-  except (FileNotFoundError, IndexError):
-    return -1
-
-
-def _rounds(path):
-  with open(path, newline='') as f:
-    return [int(r['round']) for r in csv.DictReader(f)]
 
 
 @pytest.fixture(scope='module')

@@ -103,3 +103,15 @@ def test_training_survives_losing_a_worker(tmp_path):
   finally:
     a.stop()
     b.stop()
+
+
+def test_a_lost_worker_exits_with_code_3_wherever_it_is_noticed(capsys):
+  from tff_meta.program import errors  # pylint: disable=g-import-not-at-top
+  from tff_meta.runtime.pool import WORKER_LOST_EXIT_CODE, WorkerLostError
+  with pytest.raises(SystemExit) as lost:
+    errors.fail(WorkerLostError('TFF worker(s) localhost:1 stopped answering during round 3.'))
+  assert lost.value.code == WORKER_LOST_EXIT_CODE
+  with pytest.raises(SystemExit) as other:
+    errors.fail(WorkerUnavailableError('localhost:9 is not reachable'))
+  assert other.value.code == 1
+  assert 'error: localhost:9 is not reachable' in capsys.readouterr().err

@@ -11,6 +11,8 @@ Communication", Algorithm 1 and Eqs. 2-3:
   (SGD, Alg. 1 l. 8) or Adam with rate beta (Appendix A.2).
 Meta-SGD's alpha is a per-parameter tensor list in the server state next to
 theta, initialised to the scalar `inner_lr`.
+The loss is pluggable (`losses.Loss`): cross-entropy by default, squared error
+for rating prediction (Chen et al. 2018b, Sec. 3.1; `tff_meta.recommendation`).
 
 Client work type signature:
     (<weights=[...][, rates=[...]]>, <support_x,support_y,query_x,query_y>)
@@ -32,27 +34,30 @@ from tff_meta.learning import adaptation, losses
 VARIANTS = ('maml', 'fomaml', 'metasgd')
 
 
-def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order):
+def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order,
+                  loss=losses.CROSS_ENTROPY):
   """Pure TF: (g_u, query logits) for one client's episode.
 
-  `params` holds `weights` and, for Meta-SGD, per-parameter `rates`.
+  `params` holds `weights` and, for Meta-SGD, per-parameter `rates`; `loss`
+  is a `losses.Loss` (cross-entropy by default).
   """
   flat = tf.nest.flatten(params)
   with tf.GradientTape() as tape:
     tape.watch(flat)
     rates = params['rates'] if 'rates' in params else inner_lr
-    support_loss = lambda w: losses.cross_entropy(model.logits(w, data['support_x']), data['support_y'])
+    support_loss = lambda w: loss.value(model.logits(w, data['support_x']), data['support_y'])
     adapted = adaptation.sgd_adapt(support_loss, params['weights'], rates, inner_steps, first_order)
     query_logits = model.logits(adapted, data['query_x'])
-    query_loss = losses.cross_entropy(query_logits, data['query_y'])
+    query_loss = loss.value(query_logits, data['query_y'])
   grads = tf.nest.pack_sequence_as(params, adaptation.dense(tape.gradient(query_loss, flat)))
   return grads, query_logits
 
 
-def _client_fn(model, inner_lr, inner_steps, first_order, params, data):
+def _client_fn(model, inner_lr, inner_steps, first_order, loss, params, data):
   grads, query_logits = meta_gradient(
-      model, params, data, inner_lr=inner_lr, inner_steps=inner_steps, first_order=first_order)
-  stats = losses.batch_stats(query_logits, data['query_y'])
+      model, params, data, inner_lr=inner_lr, inner_steps=inner_steps, first_order=first_order,
+      loss=loss)
+  stats = loss.stats(query_logits, data['query_y'])
   num_support, num_query = tf.size(data['support_y']), tf.size(data['query_y'])
   # An episode needs both sets; 0 examples makes the process reject the client.
   usable = tf.logical_and(num_support > 0, num_query > 0)
@@ -60,8 +65,13 @@ def _client_fn(model, inner_lr, inner_steps, first_order, params, data):
 
 
 def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: int,
-                          server_optimizer, weighting: str = 'uniform'):
-  """The FedMeta `IterativeProcess` for `variant` in ('maml', 'fomaml', 'metasgd')."""
+                          server_optimizer, weighting: str = 'uniform',
+                          loss: losses.Loss = losses.CROSS_ENTROPY):
+  """The FedMeta `IterativeProcess` for `variant` in ('maml', 'fomaml', 'metasgd').
+
+  `loss` (a `losses.Loss`) sets the training loss, the round metrics and the
+  label dtype of the episodes (int32 classes, or float32 ratings).
+  """
   if variant not in VARIANTS:
     raise ValueError(f'Unknown FedMeta variant {variant!r}; use one of {VARIANTS}.')
   if inner_steps < 1:
@@ -71,8 +81,9 @@ def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: 
     params['rates'] = [np.full(w.shape, inner_lr, np.float32) for w in model.initial_trainable]
   return process.build_federated_process(
       initial_params=params,
-      client_fn=functools.partial(_client_fn, model, inner_lr, inner_steps, variant == 'fomaml'),
-      client_data_spec=personalized.episode_spec(model),
+      client_fn=functools.partial(_client_fn, model, inner_lr, inner_steps, variant == 'fomaml',
+                                  loss),
+      client_data_spec=personalized.episode_spec(model, loss.y_dtype),
       server_optimizer=server_optimizer, weighting=weighting)
 
 

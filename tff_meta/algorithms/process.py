@@ -24,6 +24,7 @@ Type signatures (P = params, D = one client's data, M = metrics):
 from __future__ import annotations
 
 import collections
+import types
 from typing import Callable, Mapping
 
 import numpy as np
@@ -41,7 +42,15 @@ def _all_finite(structure) -> tf.Tensor:
 
 def client_update_fn(client_fn: Callable, weighting: str, params, data):
   """Pure TF: one client's contribution to the round's single `federated_sum`."""
-  update, num_examples, metrics = client_fn(params, data)
+  return contribution(weighting, *client_fn(params, data))
+
+
+def contribution(weighting: str, update, num_examples, metrics):
+  """Pure TF: weights one client's `client_fn` output for the sum, or rejects it.
+
+  A rejected client (non-finite update or metrics, no usable examples) has
+  weight 0 and `num_rejected` 1.
+  """
   weight = (tf.cast(num_examples, tf.float32) if weighting == 'num_examples'
             else tf.constant(1.0))
   finite = tf.logical_and(_all_finite(update), _all_finite(metrics))
@@ -72,6 +81,63 @@ def server_update_fn(server_optimizer, state, total):
       round_num=state['round_num'] + 1)
 
 
+def check_weighting(weighting: str) -> None:
+  if weighting not in WEIGHTINGS:
+    raise ValueError(f'Unknown client weighting {weighting!r}; use one of {WEIGHTINGS}.')
+
+
+def server_side(initial_params: Mapping[str, list], server_optimizer) -> types.SimpleNamespace:
+  """The server's half of a round, shared by the stateless and stateful processes.
+
+  Returns a namespace with `params_type`, `state_type`, `initialize` (the
+  federated computation) and `get_params` (state -> params).
+  """
+  initial_params = collections.OrderedDict(
+      (k, [np.asarray(v, np.float32) for v in vs]) for k, vs in initial_params.items())
+  params_spec = collections.OrderedDict(
+      (k, [tf.TensorSpec(v.shape, tf.float32) for v in vs])
+      for k, vs in initial_params.items())
+
+  @tff.tensorflow.computation
+  def server_init():
+    params = tf.nest.map_structure(tf.constant, initial_params)
+    return collections.OrderedDict(
+        params=params,
+        optimizer_state=server_optimizer.initialize(params_spec),
+        round_num=tf.constant(0, tf.int32))
+
+  state_type = server_init.type_signature.result
+
+  @tff.tensorflow.computation(state_type)
+  def get_params(state):
+    return state['params']
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_eval(server_init, tff.SERVER)
+
+  return types.SimpleNamespace(
+      params_type=tff.types.tensorflow_to_type(params_spec), state_type=state_type,
+      initialize=initialize, get_params=get_params)
+
+
+def aggregation_side(server_optimizer, state_type, contribution_type):
+  """`server_update` (state, summed contributions) and `round_metrics` computations."""
+
+  @tff.tensorflow.computation(state_type, contribution_type)
+  def server_update(state, total):
+    return server_update_fn(server_optimizer, state, total)
+
+  @tff.tensorflow.computation(contribution_type)
+  def round_metrics(total):
+    metrics = collections.OrderedDict(total['metrics'])
+    metrics['num_clients'] = total['num_clients']
+    metrics['num_rejected'] = total['num_rejected']
+    return metrics
+
+  return server_update, round_metrics
+
+
 def build_federated_process(
     *, initial_params: Mapping[str, list], client_fn: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer,
@@ -88,48 +154,18 @@ def build_federated_process(
     server_optimizer: a `tff.learning.optimizers.Optimizer`.
     weighting: 'uniform' (FedMeta Alg. 1) or 'num_examples' (FedAvg).
   """
-  if weighting not in WEIGHTINGS:
-    raise ValueError(f'Unknown client weighting {weighting!r}; use one of {WEIGHTINGS}.')
-  initial_params = collections.OrderedDict(
-      (k, [np.asarray(v, np.float32) for v in vs]) for k, vs in initial_params.items())
-  params_spec = collections.OrderedDict(
-      (k, [tf.TensorSpec(v.shape, tf.float32) for v in vs])
-      for k, vs in initial_params.items())
-  params_type = tff.types.tensorflow_to_type(params_spec)
+  check_weighting(weighting)
+  server = server_side(initial_params, server_optimizer)
+  params_type, state_type = server.params_type, server.state_type
   data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
-
-  @tff.tensorflow.computation
-  def server_init():
-    params = tf.nest.map_structure(tf.constant, initial_params)
-    return collections.OrderedDict(
-        params=params,
-        optimizer_state=server_optimizer.initialize(params_spec),
-        round_num=tf.constant(0, tf.int32))
-
-  state_type = server_init.type_signature.result
 
   @tff.tensorflow.computation(params_type, data_type)
   def client_update(params, data):
     return client_update_fn(client_fn, weighting, params, data)
 
-  @tff.tensorflow.computation(state_type, client_update.type_signature.result)
-  def server_update(state, total):
-    return server_update_fn(server_optimizer, state, total)
-
-  @tff.tensorflow.computation(state_type)
-  def get_params(state):
-    return state['params']
-
-  @tff.tensorflow.computation(client_update.type_signature.result)
-  def round_metrics(total):
-    metrics = collections.OrderedDict(total['metrics'])
-    metrics['num_clients'] = total['num_clients']
-    metrics['num_rejected'] = total['num_rejected']
-    return metrics
-
-  @tff.federated_computation
-  def initialize():
-    return tff.federated_eval(server_init, tff.SERVER)
+  server_update, round_metrics = aggregation_side(
+      server_optimizer, state_type, client_update.type_signature.result)
+  get_params, initialize = server.get_params, server.initialize
 
   @tff.federated_computation(
       tff.FederatedType(state_type, tff.SERVER), tff.FederatedType(data_type, tff.CLIENTS))
@@ -145,6 +181,11 @@ def build_federated_process(
   process.params_type = params_type
   process.client_output_type = client_update.type_signature.result
   process.client_update = client_update
+  # The round's TFF pieces, for processes that reuse them (multi_round.py).
+  process.data_type = data_type
+  process.get_params = get_params
+  process.server_update = server_update
+  process.round_metrics = round_metrics
   # The pure-TF round pieces, for plain-TF references (benchmarks/round_overhead.py).
   process.client_fn = client_fn
   process.weighting = weighting

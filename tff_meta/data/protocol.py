@@ -7,13 +7,20 @@
 3. Split each client's data into a support set (fraction p) and a query set.
    The same division is used for every method, so comparisons are fair.
 Everything is deterministic for a given seed.
+
+Personalized FL measures *known* clients too (FedEC Sec. 4.2: the local test
+accuracy of every training client; report 003: "old" and "new" clients).
+With `known_test_fraction > 0` each training client first holds out that
+fraction of its data as its local test set (`ClientSplit.holdout`); training
+never sees it, and `known_episode` scores it after adapting on everything
+else. The client split may then have no test clients, (1, 0, 0), as in FedEC.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
@@ -26,14 +33,22 @@ class ClientSplit:
   client_id: str
   support: ClientArrays
   query: ClientArrays
+  holdout: Optional[ClientArrays] = None   # a known client's local test set
 
   @property
   def all(self) -> ClientArrays:
+    """The client's training data: support and query (never the holdout)."""
     return ClientArrays(np.concatenate([self.support.x, self.query.x]),
                         np.concatenate([self.support.y, self.query.y]))
 
+  def known_split(self) -> 'ClientSplit':
+    """A known client's evaluation split: adapt on all its training data, score the holdout."""
+    if self.holdout is None:
+      raise ValueError(f'Client {self.client_id!r} has no local test set; set known_test_fraction > 0.')
+    return ClientSplit(self.client_id, self.all, self.holdout)
+
   def __len__(self) -> int:
-    return len(self.support) + len(self.query)
+    return len(self.support) + len(self.query) + (len(self.holdout) if self.holdout else 0)
 
 
 @dataclasses.dataclass
@@ -86,10 +101,24 @@ def split_clients(client_ids: Sequence[str], fractions: Tuple[float, float, floa
   return shuffled[:n_train], shuffled[n_train:n_train + n_val], shuffled[n_train + n_val:]
 
 
+def with_holdout(arrays: ClientArrays, fraction: float, seed: int, client_id: str,
+                 support_fraction: float) -> ClientSplit:
+  """Holds out `fraction` of a training client's data, then splits the rest (support/query)."""
+  held = support_query_split(arrays, fraction, seed + 7919, client_id)  # support = the holdout
+  if len(held.query) < 2:
+    raise DataError(f'Client {client_id!r} has {len(arrays)} examples; after holding out '
+                    f'{fraction:.0%} as its local test set fewer than 2 remain for training.')
+  split = support_query_split(held.query, support_fraction, seed, client_id)
+  return dataclasses.replace(split, holdout=held.support)
+
+
 def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: int = 2,
-            client_split: Tuple[float, float, float] = (0.8, 0.1, 0.1), seed: int = 0) -> ProtocolData:
+            client_split: Tuple[float, float, float] = (0.8, 0.1, 0.1), seed: int = 0,
+            known_test_fraction: float = 0.0) -> ProtocolData:
   """Applies steps 1-3 of the protocol (see module docstring)."""
   validate_fraction('support_fraction', support_fraction)
+  if known_test_fraction:
+    validate_fraction('known_test_fraction', known_test_fraction)
   k = max(int(min_samples), 2)
   kept, filtered = {}, 0
   for cid, arrays in dataset.clients.items():
@@ -105,7 +134,13 @@ def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: 
   if not kept:
     raise DataError(f'{dataset.name}: no client has >= {k} samples; lower min_samples.')
   train_ids, val_ids, test_ids = split_clients(list(kept), client_split, seed)
-  if not train_ids or not test_ids:
-    raise DataError(f'{dataset.name}: {len(kept)} clients are too few for a {client_split} split.')
+  if not train_ids or not (test_ids or known_test_fraction):
+    raise DataError(f'{dataset.name}: {len(kept)} clients are too few for a {client_split} split '
+                    '(it needs train and test clients, or known_test_fraction > 0).')
   make = lambda ids: [support_query_split(kept[c], support_fraction, seed, c) for c in ids]
-  return ProtocolData(make(train_ids), make(val_ids), make(test_ids), dataset, filtered)
+  if known_test_fraction:
+    train = [with_holdout(kept[c], known_test_fraction, seed, c, support_fraction)
+             for c in train_ids]
+  else:
+    train = make(train_ids)
+  return ProtocolData(train, make(val_ids), make(test_ids), dataset, filtered)

@@ -51,6 +51,8 @@ DATASETS.add('leaf_sent140', _Lazy('leaf', 'load_leaf', task='sent140'))
 for _name in ('mnist', 'fashion_mnist', 'cifar10', 'cifar100'):
   DATASETS.add(_name, _Lazy('images', 'load_image_dataset', name=_name))
 del _name
+# A federated source pooled and re-split by label shards (FedEC's FEMNIST (150, 3)).
+DATASETS.add('emnist_label_shards', _Lazy('repartition', 'load_repartitioned', source='emnist'))
 # Real-valued ratings: returns a movielens.RatingsDataset, not a FederatedDataset.
 DATASETS.add('movielens', _Lazy('movielens', 'load_movielens'))
 

@@ -69,6 +69,7 @@ parameters; K inner steps; B batch size; E local epochs):
   MAML = K * (3 n_s (F + B_F) + 4P) + n_q (F + B_F).
 - FedMeta(Meta-SGD): MAML plus the per-parameter rate products: the gradient
   with respect to alpha, v (o) g, is P more multiplications per inner step.
+- FedProx, Per-FedAvg (FO, HF) and pFedMe: see `_peer_round_flops`.
 
 Only training is counted; evaluation (adaptation on test clients) is not.
 """
@@ -96,6 +97,9 @@ SECOND_ORDER_FACTOR = 2
 FEDAVG_NAMES = ('fedavg', 'fedavg_meta')
 FEDMETA_NAMES = ('fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd')
 ALGORITHM_NAMES = FEDAVG_NAMES + FEDMETA_NAMES
+# Stateless personalized-FL peers (issue #4): counted by `_peer_round_flops`.
+PEER_NAMES = ('fedprox', 'per_fedavg_fo', 'per_fedavg_hf', 'pfedme')
+ALGORITHM_NAMES += PEER_NAMES
 
 
 class UnsupportedLayerError(ValueError):
@@ -327,7 +331,37 @@ def round_flops_from_cost(algorithm_name: str, cost: ModelCost, hparams, num_sup
     if algorithm_name == 'fedmeta_metasgd':
       total += k * p
     return total
+  if algorithm_name in PEER_NAMES:
+    return _peer_round_flops(algorithm_name, cost, hparams, num_examples)
   raise ValueError(f'No FLOPs model for algorithm {algorithm_name!r}; known: {ALGORITHM_NAMES}.')
+
+
+def _peer_round_flops(algorithm_name: str, cost: ModelCost, hparams, num_examples: int) -> int:
+  """FedProx, Per-FedAvg and pFedMe client FLOPs (b = min(batch_size, n) per batch).
+
+  - FedProx: FedAvg's count + 6P per local step for the proximal term
+    (mu/2) ||w - w_t||^2: its value (subtract, square, sum) and gradient.
+  - Per-FedAvg(FO), per local step: two gradients on b examples, 2 b (F + B_F),
+    and two SGD steps, 4P. Per-FedAvg(HF) adds two gradients on D'',
+    2 b (F + B_F), w +- delta g (4P), their difference / 2 delta (2P) and
+    g - alpha d (2P).
+  - pFedMe, per local step: K steps of b (F + B_F) + 8P (the proximal term's
+    value and gradient, 6P, and the SGD step, 2P), the forward of theta~ on
+    the batch for the metrics, b F, and the update of w, 3P.
+  """
+  step, p = cost.train_step, cost.params
+  batch = min(int(_hp(hparams, 'batch_size', 10)), num_examples)
+  if algorithm_name == 'fedprox':
+    steps = int(_hp(hparams, 'local_epochs', 1)) * math.ceil(num_examples / max(batch, 1))
+    return round_flops_from_cost('fedavg', cost, hparams, 0, 0, num_examples) + 6 * p * steps
+  local_steps = int(_hp(hparams, 'local_steps', 10)) if num_examples else 0
+  if algorithm_name == 'pfedme':
+    k = int(_hp(hparams, 'pfedme_inner_steps', 5))
+    return local_steps * (k * (batch * step + 8 * p) + batch * cost.forward + 3 * p)
+  per_step = 2 * batch * step + 4 * p
+  if algorithm_name == 'per_fedavg_hf':
+    per_step += 2 * batch * step + 8 * p
+  return local_steps * per_step
 
 
 def client_round_flops(algorithm_name: str, model, hparams, num_support: int = 0,

@@ -34,10 +34,11 @@ def no_adaptation(params, support_x, support_y):
   return list(params['weights'])
 
 
-def episode_spec(model) -> collections.OrderedDict:
+def episode_spec(model, y_dtype: tf.DType = tf.int32) -> collections.OrderedDict:
+  """Support/query tensors of one client; `y_dtype` float32 for ratings (`losses.Loss`)."""
   return collections.OrderedDict(
-      support_x=model.x_spec, support_y=tf.TensorSpec([None], tf.int32),
-      query_x=model.x_spec, query_y=tf.TensorSpec([None], tf.int32))
+      support_x=model.x_spec, support_y=tf.TensorSpec([None], y_dtype),
+      query_x=model.x_spec, query_y=tf.TensorSpec([None], y_dtype))
 
 
 def build_personalized_evaluation(model, params_type: tff.Type, adapter: Adapter):

@@ -1,13 +1,16 @@
 """Local minibatch training with a `tff.learning.optimizers` optimizer.
 
-Used by FedAvg's client work (McMahan et al. 2017; FedMeta Sec. 4.2) and by
-FedAvg(Meta)'s fine-tuning on the support set at evaluation.
+Used by FedAvg's client work (McMahan et al. 2017; FedMeta Sec. 4.2), by
+FedAvg(Meta)'s fine-tuning on the support set at evaluation, and, through the
+`regularizer` hook, by every method whose local objective adds a term to the
+cross-entropy: FedEC's KL constraint (FedEC Eq. 11), FedEC-l2, Ditto's and
+FedProx's proximal terms, SCAFFOLD's control-variate correction.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
@@ -15,11 +18,16 @@ from tff_meta.learning import adaptation, losses
 
 
 def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.Tensor,
-                      y: tf.Tensor, optimizer, epochs: int, batch_size: int):
+                      y: tf.Tensor, optimizer, epochs: int, batch_size: int,
+                      regularizer: Optional[Callable] = None):
   """Trains `weights` on (x, y) for `epochs` passes in order, minibatch by minibatch.
 
   The data arrive already shuffled (the program shuffles each client's data per
   round with a seed), so the computation is deterministic.
+
+  Args:
+    regularizer: optional `(weights, batch_x, logits) -> scalar` added to each
+      minibatch's mean cross-entropy.
 
   Returns:
     (trained weights, OrderedDict of summed training statistics).
@@ -38,6 +46,8 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
       tape.watch(w)
       logits = logits_fn(list(w), bx)
       loss = losses.cross_entropy(logits, by)
+      if regularizer is not None:
+        loss = loss + regularizer(list(w), bx, logits)
     grads = adaptation.dense(tape.gradient(loss, w))
     state, w = optimizer.next(state, w, tuple(grads))
     batch = losses.batch_stats(logits, by)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import weakref
-from typing import Any, Callable, List, Sequence
+from typing import Any, Callable, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -34,6 +34,8 @@ class ModelSpec:
     num_classes: number of output logits.
     initial_trainable: the initial trainable weights (numpy, Keras order).
     frozen: non-trainable weights (e.g. frozen GloVe embeddings); constants.
+    weight_layers: for each trainable weight, the (index among layers with
+      trainable weights, layer name) it belongs to; `models.split` uses it.
   """
   name: str
   functional: Any
@@ -41,6 +43,7 @@ class ModelSpec:
   num_classes: int
   initial_trainable: List[np.ndarray]
   frozen: List[np.ndarray]
+  weight_layers: List[Tuple[int, str]] = dataclasses.field(default_factory=list)
   _frozen_by_graph: 'weakref.WeakKeyDictionary' = dataclasses.field(
       default_factory=weakref.WeakKeyDictionary, repr=False, compare=False)
 
@@ -93,7 +96,13 @@ def build_model_spec(name: str, element_shape: Sequence[int], num_classes: int,
       loss_fn=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       input_spec=(input_spec['x'], input_spec['y']))
   trainable, frozen = functional.initial_weights
+  weight_layers = []
+  weighted = [layer for layer in keras_model.layers if layer.trainable_weights]
+  for index, layer in enumerate(weighted):
+    weight_layers.extend((index, layer.name) for _ in layer.trainable_weights)
+  if len(weight_layers) != len(trainable):   # nested models: no per-layer map
+    weight_layers = []
   return ModelSpec(
       name=name, functional=functional, x_spec=x_spec, num_classes=num_classes,
       initial_trainable=[np.asarray(w, np.float32) for w in trainable],
-      frozen=[np.asarray(w) for w in frozen])
+      frozen=[np.asarray(w) for w in frozen], weight_layers=weight_layers)

@@ -140,3 +140,36 @@ def sent140_lstm(element_shape: Sequence[int] = (25,), num_classes: int = 2,
       lstm(units),
       tf.keras.layers.Dense(num_classes),
   ], name='sent140_lstm')
+
+
+@MODELS.register('rating_mlp')
+def rating_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden_units: int = 32,
+               max_rating: float = 5.0) -> tf.keras.Model:
+  """Chen et al. 2018b Sec. 3.1 rating model: one hidden layer (32, ReLU), then a
+  sigmoid output scaled to [0, max_rating]; outputs [n, 1] ratings, not logits."""
+  del num_classes
+  return tf.keras.Sequential(_flat_input(element_shape) + [
+      tf.keras.layers.Dense(int(hidden_units), activation='relu'),
+      tf.keras.layers.Dense(1, activation='sigmoid'),
+      tf.keras.layers.Rescaling(float(max_rating)),
+  ], name='rating_mlp')
+
+
+@MODELS.register('lenet')
+def lenet(element_shape: Sequence[int] = (32, 32, 3), num_classes: int = 10,
+          filters: Sequence[int] = (6, 16), dense_units: Sequence[int] = (120, 84)) -> tf.keras.Model:
+  """Two 5x5 convolutions with 2x2 max pooling, then three fully connected layers.
+
+  The CIFAR model of FedEC Sec. 4.2.1 and of FedRep / LG-FedAvg's code
+  ("two convolutional layers and three fully connected layers"), and report
+  003's LeNet-style CIFAR-10 CNN. Grey images ([H, W]) get a channel axis.
+  """
+  layers = [tf.keras.layers.InputLayer(input_shape=tuple(element_shape))]
+  if len(element_shape) == 2:
+    layers.append(tf.keras.layers.Reshape((*element_shape, 1)))
+  for f in filters:
+    layers += [tf.keras.layers.Conv2D(int(f), 5, activation='relu'), tf.keras.layers.MaxPool2D(2)]
+  layers.append(tf.keras.layers.Flatten())
+  layers += [tf.keras.layers.Dense(int(u), activation='relu') for u in dense_units]
+  layers.append(tf.keras.layers.Dense(num_classes))
+  return tf.keras.Sequential(layers, name='lenet')

@@ -27,6 +27,7 @@ class ConfigError(ValueError):
 class ExperimentConfig:
   name: str = 'experiment'
   algorithm: str = 'fedmeta_maml'
+  algorithms: str = ''
   dataset: str = 'digits'
   model: str = 'mlp'
   rounds: int = 100
@@ -34,9 +35,13 @@ class ExperimentConfig:
   support_fraction: float = 0.2
   min_samples: int = 2
   client_split: Tuple[float, float, float] = (0.8, 0.1, 0.1)
+  known_test_fraction: float = 0.0
+  final_eval_rounds: int = 1
   seed: int = 0
   eval_every: int = 10
   checkpoint_every: int = 10
+  rounds_per_call: int = 1
+  resident_state: bool = False
   output_dir: str = ''
   data: Dict[str, Any] = dataclasses.field(default_factory=dict)
   model_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -57,25 +62,47 @@ class ExperimentConfig:
 
   def validate(self) -> 'ExperimentConfig':
     ALGORITHMS.get(self.algorithm)
+    for name in self.algorithms.split(','):
+      if name.strip():
+        ALGORITHMS.get(name.strip())
     DATASETS.get(self.dataset)
     MODELS.get(self.model)
     OPTIMIZERS.get(self.hparams.server_optimizer)
     OPTIMIZERS.get(self.hparams.client_optimizer)
     OPTIMIZERS.get(self.hparams.fedavg_server_optimizer)
     validate_fraction('support_fraction', self.support_fraction)
-    for key in ('rounds', 'clients_per_round', 'eval_every', 'checkpoint_every'):
+    if self.known_test_fraction:
+      validate_fraction('known_test_fraction', self.known_test_fraction)
+    for key in ('rounds', 'clients_per_round', 'eval_every', 'checkpoint_every',
+                'rounds_per_call'):
       if getattr(self, key) < 1:
         raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
+    if self.resident_state and self.rounds_per_call > 1:
+      raise ConfigError(f'resident_state and rounds_per_call={self.rounds_per_call} cannot be '
+                        'combined; use one (resident_state = false or rounds_per_call = 1).')
+    if self.final_eval_rounds < 1 or self.final_eval_rounds > self.rounds:
+      raise ConfigError(f'final_eval_rounds must be in [1, rounds={self.rounds}], '
+                        f'got {self.final_eval_rounds}.')
     for key in ('inner_lr', 'server_lr', 'client_lr', 'fedavg_server_lr'):
       if not getattr(self.hparams, key) > 0:
         raise ConfigError(f'hparams.{key} must be > 0, got {getattr(self.hparams, key)}.')
     if self.hparams.inner_steps < 1:
       raise ConfigError(f'hparams.inner_steps must be >= 1, got {self.hparams.inner_steps}.')
+    # Per-FedAvg, FedProx, pFedMe (tff_meta/algorithms/{per_fedavg,fedprox,pfedme}.py).
+    for key in ('per_fedavg_beta', 'hf_delta', 'pfedme_lambda', 'pfedme_personal_lr', 'pfedme_eta'):
+      if not getattr(self.hparams, key) > 0:
+        raise ConfigError(f'hparams.{key} must be > 0, got {getattr(self.hparams, key)}.')
+    for key in ('local_steps', 'pfedme_inner_steps'):
+      if getattr(self.hparams, key) < 1:
+        raise ConfigError(f'hparams.{key} must be >= 1, got {getattr(self.hparams, key)}.')
+    if not self.hparams.prox_mu >= 0:
+      raise ConfigError(f'hparams.prox_mu (FedProx mu) must be >= 0, got {self.hparams.prox_mu}.')
     return self
 
 
 HELP = {
     'name': 'Run name; the default output folder is runs/<name>.',
+    'algorithms': 'Methods programs.compare runs, comma-separated (a TOML list in a config); empty = FedMeta\'s five (fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd).',
     'algorithm': 'Algorithm registry name (fedavg, fedavg_meta, fedmeta_maml, fedmeta_fomaml, fedmeta_metasgd).',
     'dataset': 'Dataset registry name (digits, emnist, shakespeare, leaf_femnist, ...; see docs/DATA.md).',
     'model': 'Model registry name (mlp, logistic_regression, femnist_cnn, shakespeare_lstm, sent140_lstm).',
@@ -84,9 +111,13 @@ HELP = {
     'support_fraction': 'Fraction p of each client\'s data in its support set, in (0, 1).',
     'min_samples': 'Clients with fewer samples are filtered out (FedMeta: 10/20/25).',
     'client_split': 'Train/validation/test client fractions, e.g. 0.8,0.1,0.1.',
+    'known_test_fraction': 'Fraction of each training client\'s data held out as its local test set, to score known clients (FedEC protocol; 0 = only new clients are scored).',
+    'final_eval_rounds': 'Report the mean test accuracy over evaluations at each of the last N rounds (FedEC: 10).',
     'seed': 'Seed for client splits, support/query splits, sampling and initial weights.',
     'eval_every': 'Evaluate on validation and test clients every N rounds.',
     'checkpoint_every': 'Save the server state every N rounds (and at the end).',
+    'rounds_per_call': 'Rounds run per TFF call (issue #8: the server state crosses to the worker once per call; same results as 1). Calls end on evaluation and checkpoint rounds. Needs a stateless algorithm on one worker.',
+    'resident_state': 'Keep the server state on the TFF worker between rounds and fetch it only on evaluation and checkpoint rounds (issue #8; same results). Needs a stateless algorithm on one worker and rounds_per_call = 1.',
     'output_dir': 'Output folder (metrics, checkpoints, results); default runs/<name>.',
     'inner_lr': 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
     'inner_steps': 'Inner SGD steps on the support set during meta-training.',
@@ -101,6 +132,23 @@ HELP = {
     'batch_size': 'FedAvg / fine-tuning minibatch size.',
     'finetune_epochs': 'FedAvg(Meta) fine-tuning epochs on the support set at evaluation.',
     'weighting': 'Client weighting: uniform or num_examples; empty = the algorithm\'s default.',
+    'constraint_weight': 'FedEC alpha: weight of the KL constraint to the client\'s last adapted model (FedEC-l2: of the L2 constraint); >= 0.',
+    'personal_layers': 'Layers kept on the client (FedPer, FedRep, FedMeta+FedPer: personal; LG-FedAvg: the shared head): comma-separated indices among layers with weights (-1 = last) or layer names.',
+    'new_client_candidates': 'LG-FedAvg / FedMeta+FedPer test on new clients: how many stored local parts a new client tries (it keeps the best on its support set).',
+    'head_epochs': 'FedRep: local epochs on the head (body fixed) before local_epochs on the body.',
+    'personal_epochs': 'Ditto: local epochs on the personal model per round.',
+    'ditto_lambda': 'Ditto lambda: weight of the proximal term to the global model.',
+    'apfl_alpha': 'APFL: initial mixing weight of the personal model (learned per client).',
+    'population': 'N, the number of training clients (SCAFFOLD\'s |S|/N); 0 = counted from the data.',
+    'sampled_clients': '|S|, the clients sampled per round (SCAFFOLD\'s |S|/N); 0 = clients_per_round (filled by the program).',
+    'local_steps': 'Per-FedAvg tau / pFedMe R: local steps per round, each on fresh minibatches of batch_size.',
+    'per_fedavg_beta': 'Per-FedAvg beta: local meta step rate (alpha = inner_lr).',
+    'hf_delta': 'Per-FedAvg(HF) delta: finite-difference step of the Hessian-vector product; > 0.',
+    'prox_mu': 'FedProx mu: weight of the proximal term (mu/2)||w - w_t||^2; >= 0 (0 = FedAvg).',
+    'pfedme_lambda': 'pFedMe lambda: Moreau-envelope regularization weight; > 0.',
+    'pfedme_inner_steps': 'pFedMe K: gradient steps solving the personalized model theta_i; >= 1.',
+    'pfedme_personal_lr': 'pFedMe: learning rate of the K steps solving theta_i.',
+    'pfedme_eta': 'pFedMe eta: local learning rate of the local model w (beta = fedavg_server_lr).',
 }
 
 TOP_LEVEL = {f.name: f for f in dataclasses.fields(ExperimentConfig)
@@ -139,6 +187,8 @@ def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
     if key not in TOP_LEVEL:
       raise ConfigError(f'{source}: unknown key {key!r}; valid keys: {sorted(TOP_LEVEL)} '
                         'and the tables [data], [model_options], [hparams].')
+    if key == 'algorithms' and isinstance(value, list):
+      value = ','.join(str(v) for v in value)
     kwargs[key] = _coerce(TOP_LEVEL[key], value, f'{source}: {key}')
   hp = {}
   for key, value in hparams_raw.items():

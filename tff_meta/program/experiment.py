@@ -5,6 +5,7 @@ Programs and notebooks call these; every choice is looked up in a registry.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Optional
 
@@ -27,7 +28,7 @@ def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
         'Use programs.data_stats to inspect it.')
   data = protocol.prepare(dataset, support_fraction=cfg.support_fraction,
                           min_samples=cfg.min_samples, client_split=cfg.client_split,
-                          seed=cfg.seed)
+                          seed=cfg.seed, known_test_fraction=cfg.known_test_fraction)
   logging.info('%s', data.summary())
   return data
 
@@ -44,8 +45,15 @@ def build_model(cfg: config_lib.ExperimentConfig, data: protocol.ProtocolData) -
                           seed=cfg.seed, **options)
 
 
-def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec) -> Algorithm:
-  return ALGORITHMS.get(cfg.algorithm)(model, cfg.hparams)
+def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
+                    data: Optional[protocol.ProtocolData] = None) -> Algorithm:
+  hparams = cfg.hparams
+  if data is not None and not hparams.population:   # SCAFFOLD's N
+    hparams = dataclasses.replace(hparams, population=len(data.train))
+  if hparams.population and not hparams.sampled_clients:   # SCAFFOLD's |S|
+    hparams = dataclasses.replace(
+        hparams, sampled_clients=min(cfg.clients_per_round, hparams.population))
+  return ALGORITHMS.get(cfg.algorithm)(model, hparams)
 
 
 def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
@@ -54,7 +62,7 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
   cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir).validate()
   data = data or prepare_data(cfg)
   model = model or build_model(cfg, data)
-  alg = build_algorithm(cfg, model)
+  alg = build_algorithm(cfg, model, data)
   out = cfg.resolved_output_dir()
   os.makedirs(out, exist_ok=True)
   with open(os.path.join(out, 'config.toml'), 'w') as f:
@@ -62,4 +70,6 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
   return training_loop.run(
       alg, data, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
+      final_eval_rounds=cfg.final_eval_rounds, rounds_per_call=cfg.rounds_per_call,
+      resident_state=cfg.resident_state,
       pool=pool, show_progress=show_progress)

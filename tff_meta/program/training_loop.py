@@ -14,7 +14,13 @@
   (`GroupingReleaseManager`), and evaluation metrics to their own CSV;
 - shows a progress bar with the round, loss and accuracy;
 - rejects non-finite client updates (the process keeps the state) and stops
-  with a clear error if training diverges.
+  with a clear error if training diverges;
+- for algorithms with client state, keeps each client's state in a
+  `ClientStateStore` (keyed by client id, checkpointed with the server state,
+  restored exactly on resume);
+- scores new clients (test, validation) and, when the protocol holds out a
+  local test set per training client, known clients (`known_*` columns, or
+  `test_*` when there are no new clients, as in FedEC's protocol).
 """
 
 from __future__ import annotations
@@ -32,10 +38,13 @@ import numpy as np
 import tensorflow_federated as tff
 from absl import logging
 
-from tff_meta.algorithms import Algorithm
+from tff_meta.algorithms import Algorithm, multi_round, stateful
 from tff_meta.data.protocol import ProtocolData
 from tff_meta.evaluation import communication, personalized
 from tff_meta.program import client_data
+from tff_meta.program.config import ConfigError
+from tff_meta.program.client_states import ClientStateStore
+from tff_meta.runtime import resident
 from tff_meta.runtime.pool import WorkerPool
 
 DIVERGENCE_PATIENCE = 5
@@ -61,10 +70,15 @@ class RunResult:
   train_seconds: float
   output_dir: str
   client_flops: float = float('nan')   # all clients, all rounds (metrics.csv)
+  # Mean accuracy of the evaluations in the last `final_eval_rounds` rounds
+  # (FedEC Table 2 averages the final 10); NaN = just the final one.
+  final_rounds_accuracy: float = float('nan')
 
   def row(self) -> Dict[str, float]:
+    accuracy = (self.final_rounds_accuracy if not np.isnan(self.final_rounds_accuracy)
+                else self.test.accuracy)
     return collections.OrderedDict(
-        method=self.display_name, accuracy=100 * self.test.accuracy,
+        method=self.display_name, accuracy=100 * accuracy,
         client_mean=100 * self.test.client_mean, client_std=100 * self.test.client_std,
         test_clients=len(self.test.client_accuracies), query_examples=self.test.num_examples,
         rounds=self.rounds, mb_sent=(self.bytes_down + self.bytes_up) / 1e6,
@@ -79,10 +93,28 @@ def _progress(total: int, initial: int, desc: str, enabled: bool):
               mininterval=1.0 if sys.stderr.isatty() else 10.0)
 
 
-def evaluate(alg: Algorithm, params, clients, pool: WorkerPool) -> personalized.EvalSummary:
+def evaluate(alg: Algorithm, params, clients, pool: WorkerPool, *, known: bool = False,
+             store: Optional[ClientStateStore] = None, seed: int = 0) -> personalized.EvalSummary:
+  """Personalized evaluation of `clients`.
+
+  New clients adapt on their support set and are scored on their query set;
+  known (training) clients adapt on all their training data and are scored on
+  their held-out local test set, starting from their own stored state.
+  """
+  episodes = [client_data.episode(c.known_split() if known else c) for c in clients]
   with tff.framework.get_context_stack().install(pool.eval_context):
     with pool.watch('evaluation'):
-      per_client = alg.evaluate(params, [client_data.episode(c) for c in clients])
+      if alg.stateful:
+        initial = alg.process.initial_client_state
+        if known and store is not None:
+          states = store.get([c.client_id for c in clients])
+        else:
+          states = [initial] * len(clients)
+        stored = store.sample_known(alg.num_candidates, seed) if store is not None else []
+        candidates = stateful.stack_states(stored, alg.num_candidates, initial)
+        per_client = alg.evaluate(params, candidates, states, episodes)
+      else:
+        per_client = alg.evaluate(params, episodes)
   return personalized.summarize(per_client)
 
 
@@ -103,9 +135,31 @@ def _eval_row(split_name, summary) -> Dict[str, float]:
           f'{split_name}_client_std': summary.client_std}
 
 
+def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store, rounds_per_call: int,
+                    resident_state: bool, clients_per_round: int, seed: int, must_stop):
+  """Several rounds per TFF call, or the state kept on the worker (issue #8); None = neither."""
+  if rounds_per_call == 1 and not resident_state:
+    return None
+  if store is not None or len(pool.addresses) > 1:
+    raise ConfigError(
+        f'rounds_per_call={rounds_per_call} and resident_state={resident_state} need a stateless '
+        f'algorithm on one worker ({alg.display_name} on {len(pool.addresses)} worker(s)); set '
+        'rounds_per_call = 1 and resident_state = false.')
+
+  def round_batch(round_num):
+    idx = client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
+    return client_data.round_data(alg.train_data, [data.train[i] for i in idx], seed, round_num)
+
+  if resident_state:
+    return resident.ResidentRounds(alg.process, pool.addresses[0],
+                                   min(clients_per_round, len(data.train)), round_batch, must_stop)
+  return multi_round.ChunkedRounds(alg.process, rounds_per_call, round_batch, must_stop)
+
+
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
-               pool: WorkerPool, show_progress: bool) -> RunResult:
+               pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
+               rounds_per_call: int = 1, resident_state: bool = False) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, 'checkpoints'), keep_total=3)
@@ -116,6 +170,25 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   eval_release = tff.program.CSVFileReleaseManager(
       os.path.join(output_dir, 'eval.csv'), key_fieldname='round')
   per_round = communication.round_bytes(alg.process, min(clients_per_round, len(data.train)))
+  store = (ClientStateStore(os.path.join(output_dir, 'client_states'),
+                            alg.process.initial_client_state) if alg.stateful else None)
+  has_known = bool(data.train) and data.train[0].holdout is not None
+  # FedEC's protocol has no new clients: its test set is the training clients'
+  # local test sets, reported as test_*; with new clients too they are known_*.
+  known_name = 'known' if data.test else 'test'
+  primary = 'test'
+
+  def evaluate_all(round_num):
+    params = alg.params(state)
+    row, summaries = {}, {}
+    for split_name, clients, known in (('test', data.test, False),
+                                       ('validation', data.validation, False),
+                                       (known_name, data.train if has_known else [], True)):
+      if clients:
+        summaries[split_name] = evaluate(alg, params, clients, pool, known=known, store=store,
+                                         seed=seed * 1000003 + round_num)
+        row.update(_eval_row(split_name, summaries[split_name]))
+    return row, summaries[primary]
 
   with tff.framework.get_context_stack().install(pool.context):
     initial = alg.process.initialize()
@@ -128,16 +201,24 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
           f'Use a new --output_dir, or delete {output_dir}/checkpoints to start over.') from None
     if state is None:
       state, start = initial, 0
+      if store is not None:
+        store.restore(0)
     else:
       start = int(version)
+      if store is not None:
+        store.restore(start)
       logging.info('Resuming %s from the checkpoint of round %d.', alg.display_name, start)
       print(f'Resuming {alg.display_name} from round {start} ({output_dir}).', file=sys.stderr)
 
     final = None   # the test summary of the last round, once evaluated
     if start == 0:
-      summary = evaluate(alg, alg.params(state), data.test, pool)
-      await eval_release.release(_eval_row('test', summary), key=0)
+      row, _ = evaluate_all(0)
+      await eval_release.release(row, key=0)
 
+    chunked = _chunked_rounds(alg, data, pool, store, rounds_per_call, resident_state,
+                              clients_per_round, seed,
+                              lambda r: (r % eval_every == 0 or r % checkpoint_every == 0
+                                         or r > rounds - final_eval_rounds))
     bar = _progress(rounds, start, alg.display_name, show_progress)
     train_seconds, all_rejected_streak = 0.0, 0
     last_eval = float('nan')
@@ -147,7 +228,14 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       t0 = time.perf_counter()
       pool.check(f'round {round_num}')
       with pool.watch(f'round {round_num}'):
-        state, metrics = alg.process.next(state, batch)
+        if store is not None:
+          ids = [data.train[i].client_id for i in idx]
+          state, client_states, metrics = alg.process.next(state, store.get(ids), batch)
+          store.put(ids, client_states, round_num)
+        elif chunked is not None:   # rounds_per_call > 1 or resident_state (issue #8)
+          state, metrics = chunked.next(state, round_num)
+        else:
+          state, metrics = alg.process.next(state, batch)
       train_seconds += time.perf_counter() - t0
       n = float(metrics['num_examples'])
       loss = float(metrics['loss_sum']) / n if n > 0 else float('nan')
@@ -167,44 +255,61 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
           bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
           client_flops=_round_flops(alg, batch),
           round_seconds=time.perf_counter() - t0), key=round_num)
-      if round_num % eval_every == 0 or round_num == rounds:
-        summary = evaluate(alg, alg.params(state), data.test, pool)
-        row = _eval_row('test', summary)
-        if data.validation:
-          row.update(_eval_row('validation',
-                               evaluate(alg, alg.params(state), data.validation, pool)))
+      if (round_num % eval_every == 0 or round_num == rounds
+          or round_num > rounds - final_eval_rounds):
+        row, summary = evaluate_all(round_num)
         await eval_release.release(row, key=round_num)
         last_eval = summary.accuracy
         if round_num == rounds:
           final = summary
       if round_num % checkpoint_every == 0 or round_num == rounds:
+        if store is not None:   # client states first: a checkpoint implies its states
+          store.flush(round_num)
         await state_manager.save(state, round_num)
+        if store is not None:
+          store.prune(min(await state_manager.get_versions() or [round_num]))
       if bar is not None:
         bar.set_postfix(loss=f'{loss:.3f}', acc=f'{accuracy:.3f}', test_acc=f'{last_eval:.3f}',
                         refresh=False)
         bar.update(1)
     if bar is not None:
       bar.close()
+    if chunked is not None:
+      chunked.close()
 
   if final is None:   # a finished run read back from its checkpoint
-    final = evaluate(alg, alg.params(state), data.test, pool)
+    with tff.framework.get_context_stack().install(pool.context):
+      _, final = evaluate_all(rounds)
   done = rounds - start
   history = read_history(os.path.join(output_dir, 'eval.csv'))
+  last = [h[f'{primary}_accuracy'] for h in history
+          if h.get('round', -1) > rounds - final_eval_rounds and f'{primary}_accuracy' in h]
   return RunResult(
       algorithm=alg.name, display_name=alg.display_name, rounds=rounds, test=final,
       history=history, bytes_down=per_round['bytes_down'] * rounds,
       bytes_up=per_round['bytes_up'] * rounds,
       train_seconds=train_seconds if done else 0.0, output_dir=output_dir,
-      client_flops=read_total(os.path.join(output_dir, 'metrics.csv'), 'client_flops'))
+      client_flops=read_total(os.path.join(output_dir, 'metrics.csv'), 'client_flops'),
+      final_rounds_accuracy=float(np.mean(last)) if final_eval_rounds > 1 and last else float('nan'))
 
 
 def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int, seed: int,
         eval_every: int, checkpoint_every: int, output_dir: str,
-        pool: Optional[WorkerPool] = None, show_progress: bool = True) -> RunResult:
-  """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given."""
+        pool: Optional[WorkerPool] = None, show_progress: bool = True,
+        final_eval_rounds: int = 1, rounds_per_call: int = 1,
+        resident_state: bool = False) -> RunResult:
+  """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
+
+  `rounds_per_call` > 1 runs that many rounds per TFF call (`multi_round`);
+  `resident_state` keeps the server state on the worker between rounds
+  (`runtime.resident`), fetched on evaluation and checkpoint rounds. Both give
+  the results of single rounds.
+  """
   kwargs = dict(rounds=rounds, clients_per_round=clients_per_round, seed=seed,
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
-                output_dir=output_dir, show_progress=show_progress)
+                output_dir=output_dir, show_progress=show_progress,
+                final_eval_rounds=final_eval_rounds, rounds_per_call=rounds_per_call,
+                resident_state=resident_state)
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:

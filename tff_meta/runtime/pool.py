@@ -36,6 +36,10 @@ class WorkerUnavailableError(RuntimeError):
   """A worker of the pool cannot be reached; the message names it and the fix."""
 
 
+class WorkerLostError(WorkerUnavailableError):
+  """A worker of a running job stopped answering; programs exit with WORKER_LOST_EXIT_CODE."""
+
+
 def parse_addresses(text: str) -> List[str]:
   addresses = [a.strip() for a in text.split(',') if a.strip()]
   for a in addresses:
@@ -126,7 +130,7 @@ class WorkerPool:
     """Raises WorkerUnavailableError naming any worker that stopped answering."""
     dead = self.dead_workers()
     if dead:
-      raise WorkerUnavailableError(self._message(dead, what))
+      raise WorkerLostError(self._message(dead, what))
 
   @contextlib.contextmanager
   def watch(self, what: str, poll_s: float = 0.5) -> Iterator[None]:

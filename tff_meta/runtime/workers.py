@@ -48,17 +48,25 @@ def worker_binary_path() -> str:
   return path
 
 
+WORKER_DEFAULT_ENV = {'MALLOC_ARENA_MAX': '2'}
+
+
 class WorkerProcess:
   """One `worker_binary` on localhost; use as a context manager or call stop().
 
   `env`: variables set for the worker on top of this process's environment,
   e.g. {'CUDA_VISIBLE_DEVICES': '0'} (see program/executor.py, --client_devices).
+  `WORKER_DEFAULT_ENV` comes first: glibc's MALLOC_ARENA_MAX=2 keeps the
+  worker's RSS level over hundreds of rounds, where the default arenas let it
+  grow ~50% in 300 rounds by fragmentation (benchmarks/memory.py,
+  docs/RESULTS.md §7); an explicit value in the environment or `env` wins.
   """
 
   def __init__(self, port: Optional[int] = None, log_dir: Optional[str] = None,
                ready_timeout_s: float = 60.0, env: Optional[Mapping[str, str]] = None):
     self.port = port or portpicker.pick_unused_port()
-    self.env = dict(env or {})
+    self.env = {k: v for k, v in WORKER_DEFAULT_ENV.items() if k not in os.environ}
+    self.env.update(env or {})
     log_dir = log_dir or tempfile.gettempdir()
     os.makedirs(log_dir, exist_ok=True)
     self.log_path = os.path.join(log_dir, f'tff_worker_{self.port}.log')

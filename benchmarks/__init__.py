@@ -1,0 +1,1 @@
+"""Speed and data-loading benchmarks (not tests; see docs/RESULTS.md)."""

@@ -1,0 +1,221 @@
+"""Shared pieces of the speed benchmarks (issue #8): real clients, the plain-TF
+reference round, clocks and summaries. Not a test; nothing here asserts speed.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from typing import Dict, List, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+import tensorflow_federated as tff
+
+from tff_meta.algorithms import ALGORITHMS, Hparams, multi_round
+from tff_meta.algorithms import process as process_lib
+from tff_meta.data import load_dataset, protocol
+from tff_meta.runtime.resident import ResidentRounds
+
+# TFF and plain TF must agree after the first call to this relative tolerance.
+TOLERANCE = 1e-4
+
+# The FEMNIST Table 4 rates, with server Adam (FedMeta Appendix A.2).
+HPARAMS = Hparams(inner_lr=0.001, server_lr=1e-4, client_lr=1e-4)
+
+# Keep loading small: enough clients with --examples examples each.
+_LOAD_OPTIONS = {'emnist': {'max_clients': 200}, 'shakespeare': {'max_clients': 100, 'stride': 10}}
+
+
+def define_setup_flags(model: str, clients: int, algorithm: str = 'fedmeta_maml') -> None:
+  """The flags every benchmark shares: model, algorithm, dataset, cache_dir, clients, examples."""
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  flags.DEFINE_string('model', model, 'Model registry name.')
+  flags.DEFINE_string('algorithm', algorithm, 'Algorithm registry name.')
+  flags.DEFINE_string('dataset', 'emnist', 'Dataset registry name (emnist, shakespeare, digits).')
+  flags.DEFINE_string('cache_dir', '../shared/data/tff', 'TFF sqlite folder (emnist, shakespeare).')
+  flags.DEFINE_integer('clients', clients, 'Clients per round.')
+  flags.DEFINE_integer('examples', 100, 'Examples per client (support 20%, query 80%).')
+
+
+def load_clients(dataset: str, cache_dir: str, num_clients: int, examples: int):
+  """`num_clients` real clients with `examples` examples each (support 20%, query 80%).
+
+  Clients are reused cyclically when fewer qualify (their data are identical
+  then, which does not change the cost of a round).
+  """
+  options = dict(_LOAD_OPTIONS.get(dataset, {}))
+  if dataset in ('emnist', 'shakespeare'):
+    options['cache_dir'] = cache_dir
+  ds = load_dataset(dataset, **options)
+  big = sorted(k for k, v in ds.clients.items() if len(v) >= examples)
+  if not big:
+    sys.exit(f'error: no {dataset} client has {examples} examples; lower --examples.')
+  splits = [protocol.support_query_split(ds.clients[k].take(np.arange(examples)), 0.2, 0, k)
+            for k in big[:num_clients]]
+  return ds, [splits[i % len(splits)] for i in range(num_clients)]
+
+
+def build_algorithm(name: str, model, hparams: Hparams = HPARAMS):
+  return ALGORITHMS.get(name)(model, hparams)
+
+
+def plain_tf_round(proc, initial_state, batch):
+  """One `tf.compat.v1` graph running the *same* round pieces as the TFF process
+  (`proc.client_fn`, `client_update_fn`, `server_update_fn`), state in variables.
+
+  Returns (step(): runs one round on `batch`, read(): the state, close()).
+  """
+  graph = tf.Graph()
+  with graph.as_default():
+    state_vars = tf.nest.map_structure(tf.Variable, initial_state)
+    feeds = [tf.nest.map_structure(
+        lambda a: tf.compat.v1.placeholder(a.dtype, [None, *a.shape[1:]]), dict(c))
+             for c in batch]
+    state = tf.nest.map_structure(lambda v: v.read_value(), state_vars)
+    outs = [process_lib.client_update_fn(proc.client_fn, proc.weighting, state['params'], f)
+            for f in feeds]
+    total = tf.nest.map_structure(lambda *xs: tf.add_n(list(xs)), *outs)
+    new_state = process_lib.server_update_fn(proc.server_optimizer, state, total)
+    step = tf.group(*[v.assign(n) for v, n in zip(tf.nest.flatten(state_vars),
+                                                    tf.nest.flatten(new_state))])
+    init = tf.compat.v1.global_variables_initializer()
+  session = tf.compat.v1.Session(graph=graph)
+  session.run(init)
+  feed = {p: a for f, c in zip(feeds, batch)
+          for p, a in zip(tf.nest.flatten(f), tf.nest.flatten(dict(c)))}
+  return lambda: session.run(step, feed), lambda: session.run(state_vars), session.close
+
+
+def tff_rounds(alg, batch, mode, pool, num_calls):
+  """(rounds per call, run(state, call) -> state after the call, close()) for `mode`."""
+  if mode == 'resident':
+    resident = ResidentRounds(alg.process, pool.addresses[0], len(batch), lambda r: batch,
+                              must_stop=lambda r: r in (1, num_calls))
+    return 1, lambda state, call: resident.next(state, call + 1)[0], resident.close
+  runner = multi_round.RoundRunner(alg.process, int(mode))
+  return int(mode), lambda state, call: runner.run(state, [batch] * int(mode))[0], lambda: None
+
+
+def time_setting(alg, batch, mode, pool, calls, warmup):
+  """Returns dicts of per-round wall/cpu lists for 'tff' and 'ref', and the state check."""
+  with tff.framework.get_context_stack().install(pool.context):
+    initial = state = alg.process.initialize()
+  step, read, close = plain_tf_round(alg.process, initial, batch)
+  k, tff_call, tff_close = tff_rounds(alg, batch, mode, pool, warmup + calls)
+  clock = Clock(worker_pids(pool))
+  times = {'tff': {'wall': [], 'cpu': []}, 'ref': {'wall': [], 'cpu': []}}
+  check = None
+  try:
+    for call in range(warmup + calls):
+      with tff.framework.get_context_stack().install(pool.context), clock:
+        state = tff_call(state, call)
+      tff_t = (clock.wall / k, clock.cpu / k)
+      with Clock() as ref_clock:
+        for _ in range(k):
+          step()
+      if call == 0:
+        check = relative_difference(state, read(), initial)
+        assert check < TOLERANCE, (
+            f'{alg.display_name}, mode {mode}: TFF and plain TF differ after {k} '
+            f'round(s) (relative {check:.2e})')
+      if call >= warmup:
+        for side, (wall, cpu) in (('tff', tff_t), ('ref', (ref_clock.wall / k, ref_clock.cpu / k))):
+          times[side]['wall'].append(wall)
+          times[side]['cpu'].append(cpu)
+  finally:
+    close()
+    tff_close()
+  return times, check
+
+
+def relative_difference(a, b, initial) -> float:
+  """|params(a) - params(b)| / |params(b) - params(initial)|: 0 = same state."""
+  flat = lambda s: np.concatenate([np.ravel(x) for x in tf.nest.flatten(s['params'])])
+  return float(np.linalg.norm(flat(a) - flat(b)) /
+               max(np.linalg.norm(flat(b) - flat(initial)), 1e-12))
+
+
+def _process_cpu(pid: int) -> float:
+  with open(f'/proc/{pid}/stat') as f:
+    fields = f.read().rsplit(')', 1)[1].split()
+  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+class Clock:
+  """Wall seconds and CPU seconds of the given worker PIDs (plus this process's)."""
+
+  def __init__(self, pids: Sequence[int] = (), include_self: bool = True):
+    self.pids = list(pids)
+    self.include_self = include_self
+
+  def _cpu(self) -> float:
+    own = time.process_time() if self.include_self else 0.0
+    return own + sum(_process_cpu(p) for p in self.pids)
+
+  def __enter__(self):
+    self._t0, self._c0 = time.perf_counter(), self._cpu()
+    return self
+
+  def __exit__(self, *exc):
+    self.wall = time.perf_counter() - self._t0
+    self.cpu = self._cpu() - self._c0
+
+
+def worker_pids(pool) -> List[int]:
+  """PIDs of the local workers a `WorkerPool.local` started."""
+  return [w.pid for w in pool._owned]  # pylint: disable=protected-access
+
+
+def summary(xs: Sequence[float]) -> Dict[str, float]:
+  return {'median': statistics.median(xs), 'min': min(xs), 'max': max(xs)}
+
+
+def fmt(xs: Sequence[float]) -> str:
+  s = summary(xs)
+  return f'{s["median"]:.3f} [{s["min"]:.3f}-{s["max"]:.3f}]'
+
+
+TIMING_HEADER = ['TFF s/round', 'plain TF s/round', 'ratio', 'TFF CPU s/round',
+                 'plain TF CPU s/round', 'CPU ratio']
+
+
+def timing_cells(times) -> List[str]:
+  """Table cells for {'tff'|'ref': {'wall'|'cpu': [seconds per round]}} (TIMING_HEADER)."""
+  med = lambda side, what: summary(times[side][what])['median']
+  return [fmt(times['tff']['wall']), fmt(times['ref']['wall']),
+          f'{med("tff", "wall") / med("ref", "wall"):.2f}', f'{med("tff", "cpu"):.3f}',
+          f'{med("ref", "cpu"):.3f}', f'{med("tff", "cpu") / med("ref", "cpu"):.2f}']
+
+
+def peak_rss_mb(pid: int) -> float:
+  """VmHWM (peak resident set) of a process, in MB."""
+  return _status_kb(pid, 'VmHWM') / 1024
+
+
+def rss_mb(pid: int) -> float:
+  return _status_kb(pid, 'VmRSS') / 1024
+
+
+def _status_kb(pid: int, key: str) -> float:
+  with open(f'/proc/{pid}/status') as f:
+    for line in f:
+      if line.startswith(key + ':'):
+        return float(line.split()[1])
+  return float('nan')
+
+
+def machine() -> str:
+  with open('/proc/meminfo') as f:
+    mem_kb = float(f.readline().split()[1])
+  load = os.getloadavg()[0]
+  return (f'{os.cpu_count()} cores, {mem_kb / 2**20:.0f} GiB memory, load average '
+          f'{load:.1f} at start{" (other jobs running)" if load > 0.5 else ""}')
+
+
+def table(header: List[str]) -> None:
+  print('| ' + ' | '.join(header) + ' |')
+  print('|' + '---|' * len(header), flush=True)

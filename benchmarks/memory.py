@@ -1,0 +1,91 @@
+r"""Memory over many rounds: peak RSS and RSS growth of Python and the TFF worker (issue #8).
+
+  python -m benchmarks.memory --cache_dir=../shared/data/tff
+  python -m benchmarks.memory --model=femnist_cnn --rounds=300 --rounds_per_call=10
+
+Runs --rounds rounds of one algorithm on clients sampled per round from a
+pool of real clients (as the training loop does, so client data sizes vary
+from round to round), through `ChunkedRounds` with --rounds_per_call (or
+`ResidentRounds` with --resident_state). Samples
+the resident set (VmRSS) of this process and of the worker after --warmup
+rounds and every --every rounds, and prints, per process: RSS after warm-up,
+RSS at the end, growth in % of the post-warm-up RSS, the largest RSS sampled
+after warm-up, and the peak (VmHWM). TFF issues report per-round leaks;
+the growth must stay bounded (issue #8 target: < 5% over 300 rounds).
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags  # noqa: E402
+import tensorflow_federated as tff  # noqa: E402
+
+from benchmarks import common  # noqa: E402
+from tff_meta.algorithms import multi_round  # noqa: E402
+from tff_meta.models import build_model_spec  # noqa: E402
+from tff_meta.program import client_data, logs  # noqa: E402
+from tff_meta.runtime.pool import WorkerPool  # noqa: E402
+from tff_meta.runtime.resident import ResidentRounds  # noqa: E402
+
+common.define_setup_flags(model='mlp', clients=4)
+flags.DEFINE_integer('pool_clients', 40, 'Real clients to sample from.')
+flags.DEFINE_integer('rounds', 300, 'Rounds after warm-up.')
+flags.DEFINE_integer('warmup', 10, 'Rounds before the baseline sample.')
+flags.DEFINE_integer('every', 50, 'Sample RSS every N rounds.')
+flags.DEFINE_integer('rounds_per_call', 1, 'Rounds per TFF call.')
+flags.DEFINE_list('worker_env', [], 'KEY=VALUE environment of the worker, e.g. '
+                  'MALLOC_ARENA_MAX=2 (glibc arenas: fragmentation against a leak).')
+flags.DEFINE_bool('resident_state', False, 'Keep the state on the worker (runtime/resident.py).')
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  logs.quiet()
+  ds, clients = common.load_clients(FLAGS.dataset, FLAGS.cache_dir, FLAGS.pool_clients,
+                                    FLAGS.examples)
+  model = build_model_spec(FLAGS.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
+  alg = common.build_algorithm(FLAGS.algorithm, model)
+  k = FLAGS.rounds_per_call
+  env = dict(kv.split('=', 1) for kv in FLAGS.worker_env)
+  total = FLAGS.warmup + FLAGS.rounds
+
+  def round_batch(r):
+    idx = client_data.sample_clients(len(clients), FLAGS.clients, 0, r)
+    return client_data.round_data(alg.train_data, [clients[i] for i in idx], 0, r)
+
+  print(f'{alg.display_name}, {FLAGS.model} ({model.num_parameters:,} parameters), '
+        f'{FLAGS.clients} of {len(clients)} clients per round, rounds_per_call={k}, '
+        f'resident_state={FLAGS.resident_state}, worker env {env}, '
+        f'{FLAGS.rounds} rounds after {FLAGS.warmup} warm-up; {common.machine()}')
+  with WorkerPool.local(1, env=env or None) as pool:
+    pids = {'python': os.getpid(), 'worker': common.worker_pids(pool)[0]}
+    sampled = lambda r: r == total or (r >= FLAGS.warmup and (r - FLAGS.warmup) % FLAGS.every == 0)
+    if FLAGS.resident_state:
+      chunked = ResidentRounds(alg.process, pool.addresses[0], FLAGS.clients, round_batch, sampled)
+    else:
+      chunked = multi_round.ChunkedRounds(alg.process, k, round_batch, must_stop=sampled)
+    samples = {name: {} for name in pids}
+    with tff.framework.get_context_stack().install(pool.context), common.Clock() as clock:
+      state = alg.process.initialize()
+      for r in range(1, total + 1):
+        state, _ = chunked.next(state, r)
+        if sampled(r):
+          for name, pid in pids.items():
+            samples[name][r] = common.rss_mb(pid)
+    peaks = {name: common.peak_rss_mb(pid) for name, pid in pids.items()}
+    chunked.close()
+  print(f'{total} rounds in {clock.wall:.0f} s; RSS in MB at rounds '
+        f'{", ".join(str(r) for r in samples["python"])}')
+  common.table(['process', 'RSS after warm-up', f'RSS after {FLAGS.rounds} more rounds',
+                'growth', 'max sampled', 'peak (VmHWM)', 'samples'])
+  for name, rss in samples.items():
+    first, last = rss[FLAGS.warmup], rss[total]
+    print(f'| {name} | {first:.0f} | {last:.0f} | {100 * (last - first) / first:+.1f}% | '
+          f'{max(rss.values()):.0f} | {peaks[name]:.0f} | '
+          f'{" ".join(f"{v:.0f}" for v in rss.values())} |')
+
+
+if __name__ == '__main__':
+  app.run(main)

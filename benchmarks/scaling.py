@@ -1,0 +1,57 @@
+r"""Scaling of the TFF round against plain TF with clients per round and model size (issue #8).
+
+  python -m benchmarks.scaling --cache_dir=../shared/data/tff
+  python -m benchmarks.scaling --models=femnist_cnn --clients_list=4,16,64 --modes=1,resident
+
+For each model (on the same EMNIST clients: logistic regression 50K, MLP,
+FEMNIST CNN 6.6M parameters) and each number of clients per round, times one
+algorithm's TFF round against the same math in one plain-TF graph, with
+`common.time_setting` (calls alternate between the two; the first
+TFF call is checked against plain TF). Prints s/round (median [min-max]),
+the ratio of medians and the CPU ratio.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags  # noqa: E402
+
+from benchmarks import common  # noqa: E402
+from tff_meta.models import build_model_spec  # noqa: E402
+from tff_meta.program import client_data, logs  # noqa: E402
+from tff_meta.runtime.pool import WorkerPool  # noqa: E402
+
+common.define_setup_flags(model='femnist_cnn', clients=4)
+flags.DEFINE_list('models', ['logistic_regression', 'mlp', 'femnist_cnn'], 'Models to time.')
+flags.DEFINE_list('clients_list', ['4', '16', '64'], 'Clients per round.')
+flags.DEFINE_list('modes', ['1', 'resident'],
+                  'Settings to time (see round_overhead): k = rounds_per_call; resident.')
+flags.DEFINE_integer('calls', 5, 'Timed calls per setting.')
+flags.DEFINE_integer('warmup', 1, 'Untimed calls first.')
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  logs.quiet()
+  counts = [int(c) for c in FLAGS.clients_list]
+  ds, clients = common.load_clients(FLAGS.dataset, FLAGS.cache_dir, max(counts), FLAGS.examples)
+  print(f'{FLAGS.algorithm} on {FLAGS.dataset}, {FLAGS.examples} examples per client; per round: '
+        f'median [min-max] of {FLAGS.calls} calls after {FLAGS.warmup} warm-up; {common.machine()}')
+  common.table(['model', 'parameters', 'clients', 'mode', *common.TIMING_HEADER,
+                'state diff'])
+  with WorkerPool.local(1) as pool:
+    for name in FLAGS.models:
+      model = build_model_spec(name, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
+      alg = common.build_algorithm(FLAGS.algorithm, model)
+      for n in counts:
+        batch = client_data.round_data(alg.train_data, clients[:n], 0, 1)
+        for mode in FLAGS.modes:
+          t, check = common.time_setting(alg, batch, mode, pool, FLAGS.calls, FLAGS.warmup)
+          print(f'| {name} | {model.num_parameters:,} | {n} | {mode} | '
+                + ' | '.join(common.timing_cells(t)) + f' | {check:.1e} |', flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)

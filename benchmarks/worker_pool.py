@@ -1,0 +1,77 @@
+r"""Worker pools: 2 loopback workers against 1 on a compute-bound round (issue #8).
+
+  python -m benchmarks.worker_pool --cache_dir=../shared/data/tff
+  python -m benchmarks.worker_pool --model=mlp --clients=32
+
+Both pools run the same process on the same 32 real clients' data; one
+worker runs them all, two split them (TFF's mergeable context, see
+`tff_meta/runtime/pool.py`). Calls alternate between the pools so other load
+hits both alike. Prints s/round (median [min-max]) per pool, the speed-up
+(median 1 worker / median 2 workers), and the physical limit of this machine:
+two workers cannot use more cores than there are, so the limit is
+min(2, cores / cores that 1 worker already keeps busy), where the latter is
+the worker's CPU seconds per wall second during its rounds (TensorFlow runs
+one worker's ops on several threads). Also checks that both pools give the
+same state after round 1.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags  # noqa: E402
+import tensorflow_federated as tff  # noqa: E402
+
+from benchmarks import common  # noqa: E402
+from tff_meta.models import build_model_spec  # noqa: E402
+from tff_meta.program import client_data, logs  # noqa: E402
+from tff_meta.runtime.pool import WorkerPool  # noqa: E402
+
+common.define_setup_flags(model='femnist_cnn', clients=32)
+flags.DEFINE_integer('rounds', 5, 'Timed rounds per pool.')
+flags.DEFINE_integer('warmup', 1, 'Untimed rounds first.')
+FLAGS = flags.FLAGS
+
+def main(argv):
+  del argv
+  logs.quiet()
+  ds, clients = common.load_clients(FLAGS.dataset, FLAGS.cache_dir, FLAGS.clients, FLAGS.examples)
+  model = build_model_spec(FLAGS.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
+  alg = common.build_algorithm(FLAGS.algorithm, model)
+  batch = client_data.round_data(alg.train_data, clients, 0, 1)
+  print(f'{alg.display_name}, {FLAGS.model} ({model.num_parameters:,} parameters), {FLAGS.clients} '
+        f'clients x {FLAGS.examples} examples; median [min-max] of {FLAGS.rounds} rounds after '
+        f'{FLAGS.warmup} warm-up; {common.machine()}')
+  with WorkerPool.local(1) as one, WorkerPool.local(2) as two:
+    pools = {1: one, 2: two}
+    clocks = {n: common.Clock(common.worker_pids(p)) for n, p in pools.items()}
+    with tff.framework.get_context_stack().install(one.context):
+      initial = alg.process.initialize()
+    states = {n: initial for n in pools}
+    wall = {n: [] for n in pools}
+    busy = []   # cores kept busy by the single worker
+    for r in range(FLAGS.warmup + FLAGS.rounds):
+      for n, pool in pools.items():
+        worker_clock = common.Clock(common.worker_pids(pool), include_self=False)
+        with tff.framework.get_context_stack().install(pool.context), clocks[n], worker_clock:
+          states[n], _ = alg.process.next(states[n], batch)
+        if r < FLAGS.warmup:
+          continue
+        wall[n].append(clocks[n].wall)
+        if n == 1:
+          busy.append(worker_clock.cpu / worker_clock.wall)
+      if r == 0:
+        diff = common.relative_difference(states[2], states[1], initial)
+        assert diff < common.TOLERANCE, f'2 workers differ from 1 after round 1 (relative {diff:.2e})'
+  med = {n: common.summary(w)['median'] for n, w in wall.items()}
+  cores = os.cpu_count()
+  used = common.summary(busy)['median']
+  common.table(['workers', 's/round', 'speed-up', 'physical limit', 'state diff after round 1'])
+  print(f'| 1 | {common.fmt(wall[1])} | 1.00 | | |')
+  print(f'| 2 | {common.fmt(wall[2])} | {med[1] / med[2]:.2f} | '
+        f'{min(2.0, cores / used):.2f} ({cores} cores; 1 worker keeps {used:.2f} busy) | '
+        f'{diff:.1e} |')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,28 @@
+"""The shared FEMNIST writers pooled and re-split into label shards (FedEC's FEMNIST (150, 3))."""
+
+import numpy as np
+import pytest
+
+from tests.conftest import SHARED_DATA
+from tff_meta.data import load_dataset
+from tff_meta.data.types import DataError
+
+
+def test_femnist_writers_become_150_clients_with_3_classes_each():
+  ds = load_dataset('emnist_label_shards', cache_dir=f'{SHARED_DATA}/tff', num_clients=150,
+                    labels_per_client=3)
+  pooled = load_dataset('emnist', cache_dir=f'{SHARED_DATA}/tff', only_digits=True)
+  assert len(ds.clients) == 150 and ds.num_classes == 10
+  assert all(len(np.unique(a.y)) == 3 for a in ds.clients.values())
+  assert sum(len(a) for a in ds.clients.values()) == sum(len(a) for a in pooled.clients.values())
+  # Inverted: ink = 1 on a 0 background (the file stores 1.0 = background).
+  total = sum(float(a.x.sum()) for a in ds.clients.values())
+  pixels = sum(a.x.size for a in pooled.clients.values())
+  assert total == pytest.approx(pixels - sum(float(a.x.sum()) for a in pooled.clients.values()),
+                                rel=1e-5)
+  assert np.mean([a.x.mean() for a in ds.clients.values()]) < 0.2
+
+
+def test_unknown_source_is_named():
+  with pytest.raises(DataError, match="Cannot re-partition 'digits'"):
+    load_dataset('emnist_label_shards', source='digits')

@@ -1,0 +1,153 @@
+"""FRL round and meta-update computations against plain-TF references.
+
+Checks: models and prototypes are averaged with support-set sizes (per class,
+over the clients holding the class), meta-updated models with data sizes;
+prototypes use support data only; `next` equals the round-by-round episode;
+deployment evaluates with the nearest global prototype.
+"""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_meta.fewround import process as P
+from tff_meta.fewround import prototypes as pl
+from tff_meta.fewround.model import build_few_round_model
+
+SHAPE = (8, 8)
+WAYS = 3
+
+
+def tiny(classifier='distance'):
+  return build_few_round_model('conv4', SHAPE, classifier, WAYS, seed=0, filters=4, blocks=2,
+                               groups=2)
+
+
+def client(rng, support_per_class, query=4, classes=(0, 1, 2)):
+  sy = np.concatenate([np.full(n, c) for c, n in zip(classes, support_per_class)])
+  qy = rng.choice(classes, query)
+  return collections.OrderedDict(
+      support_x=rng.normal(size=(len(sy),) + SHAPE).astype(np.float32),
+      support_y=sy.astype(np.int32),
+      query_x=rng.normal(size=(query,) + SHAPE).astype(np.float32),
+      query_y=qy.astype(np.int32), num_ways=np.int32(WAYS))
+
+
+def clients():
+  rng = np.random.default_rng(0)
+  # different support sizes; the last client lacks class 2
+  return [client(rng, (2, 2, 2)), client(rng, (5, 1, 3), query=6),
+          client(rng, (3, 4), classes=(0, 1))]
+
+
+def in_graph(fn, *args):
+  """Runs a pure-TF function of numpy inputs in a graph (functional models need one)."""
+  graph = tf.Graph()
+  with graph.as_default():
+    out = fn(*tf.nest.map_structure(tf.constant, args))
+  with tf.compat.v1.Session(graph=graph) as sess:
+    return sess.run(out)
+
+
+@pytest.fixture(scope='module')
+def built(tff_worker):
+  model = tiny()
+  hp = P.FewRoundHparams(rounds=1, gamma=0.5, inner_lr=0.05, local_steps=2, meta_lr=0.01)
+  return model, hp, P.build_meta_training(model, hp, P.data_spec(SHAPE))
+
+
+def reference_round(model, hp, theta, server_protos, server_mask, has, data):
+  """Per client: E steps of Eq. 4 from theta, and P_r(k) with theta (plain TF)."""
+  def one(theta, protos, mask, sx, sy, n):
+    batch = P.ClientBatch(sx, sy, tf.sequence_mask(n, WAYS, dtype=tf.float32))
+    local, counts = pl.prototypes(model.embed(theta, sx), sy, WAYS)
+    new = P.local_update(model, hp, theta, batch, protos, mask, hp.gamma * has)
+    return new, local, counts
+  return [in_graph(one, theta, server_protos, server_mask, c['support_x'], c['support_y'],
+                   c['num_ways']) for c in data]
+
+
+def test_round_averages_with_support_sizes(built, tff_context):
+  model, hp, process = built
+  data = clients()
+  theta = model.initial_weights
+  rng = np.random.default_rng(1)
+  protos = rng.normal(size=(WAYS, model.feature_dim)).astype(np.float32)
+  server = collections.OrderedDict(theta=theta, protos=protos,
+                                   mask=np.ones(WAYS, np.float32), has_protos=np.float32(1.0))
+  got, metrics = process.round(server, data)
+  per_client = reference_round(model, hp, theta, protos, server['mask'], 1.0, data)
+  sizes = np.array([len(c['support_y']) for c in data], np.float64)
+  for i, w in enumerate(got['theta']):
+    expected = sum(n * pc[0][i] for n, pc in zip(sizes, per_client)) / sizes.sum()
+    np.testing.assert_allclose(w, expected, rtol=2e-4, atol=1e-6)
+  for c in range(WAYS):
+    holders = [(n, pc[1][c]) for n, pc in zip(sizes, per_client) if pc[2][c] > 0]
+    expected = sum(n * p for n, p in holders) / sum(n for n, _ in holders)
+    np.testing.assert_allclose(got['protos'][c], expected, rtol=2e-4, atol=1e-6)
+  np.testing.assert_array_equal(got['mask'], [1, 1, 1])
+  assert metrics['num_examples'] == sizes.sum()
+  # prototypes come from the support set only: other query data, same round
+  other = [dict(c, query_x=c['query_x'] + 5.0, query_y=(c['query_y'] + 1) % WAYS) for c in data]
+  again, _ = process.round(server, other)
+  for a, b in zip(again['theta'] + [again['protos']], got['theta'] + [got['protos']]):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_meta_update_averages_with_data_sizes(built, tff_context):
+  model, hp, process = built
+  data = clients()
+  state = process.initialize()
+  round_state = process.start(state)
+  round_state, _ = process.round(round_state, data)
+  new_state, metrics = process.meta_update(state, round_state, data)
+  optimizer = tf.nest.map_structure(lambda x: x, P.OPTIMIZERS.get('adam')(hp.meta_lr))
+
+  def one(phi, theta, protos, mask, qx, qy):
+    with tf.GradientTape() as tape:
+      tape.watch(theta)
+      loss = pl.prototype_loss(model.embed(theta, qx), qy, protos, mask)
+    grads = tape.gradient(loss, theta)
+    state = optimizer.initialize([tf.TensorSpec(w.shape, tf.float32) for w in phi])
+    return optimizer.next(state, phi, grads)[1]
+
+  phis = [in_graph(one, list(state['phi']), list(round_state['theta']), round_state['protos'],
+                   round_state['mask'], c['query_x'], c['query_y']) for c in data]
+  rho = np.array([len(c['support_y']) + len(c['query_y']) for c in data], np.float64)
+  for i, w in enumerate(new_state['phi']):
+    expected = sum(r * p[i] for r, p in zip(rho, phis)) / rho.sum()
+    np.testing.assert_allclose(w, expected, rtol=2e-4, atol=1e-6)
+  assert new_state['episode'] == 1 and new_state['optimizer_state']['step'] == 1
+  assert metrics['num_examples'] == sum(len(c['query_y']) for c in data)
+
+
+def test_next_equals_round_by_round_episode(built, tff_context):
+  _, _, process = built
+  data = clients()
+  state = process.initialize()
+  fused, fused_metrics = process.next(state, data)
+  stepwise, step_metrics = P.run_episode(process, state, data)
+  for a, b in zip(fused['phi'], stepwise['phi']):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  assert fused_metrics['correct'] == step_metrics['correct']
+
+
+def test_deployment_predicts_nearest_global_prototype(built, tff_context):
+  model, _, process = built
+  data = clients()
+  round_state = process.start_weights(model.initial_weights)
+  for _ in range(2):
+    round_state, _ = process.round(round_state, data)
+  got = process.evaluate(round_state, data)
+
+  def predict(theta, protos, x):
+    return model.embed(theta, x)
+
+  correct = 0
+  for c in data:
+    f = in_graph(predict, list(round_state['theta']), round_state['protos'], c['query_x'])
+    d = ((f[:, None, :] - round_state['protos'][None]) ** 2).sum(-1)
+    correct += int((d.argmin(1) == c['query_y']).sum())
+  assert got['correct'] == correct

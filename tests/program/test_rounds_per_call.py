@@ -1,0 +1,82 @@
+"""The training loop with rounds_per_call > 1, or with the state resident on the
+worker, equals one round per call (issue #8): same sampled clients, same
+per-round metrics rows, same checkpoints and state, and a resumed run equals an
+uninterrupted one."""
+
+import asyncio
+import csv
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_meta.algorithms import Hparams
+from tff_meta.program import config as config_lib
+from tff_meta.program import experiment
+
+CFG = config_lib.ExperimentConfig(
+    algorithm='fedmeta_metasgd', dataset='digits', model='mlp', rounds=9, clients_per_round=3,
+    eval_every=6, checkpoint_every=4, seed=1, data={'num_clients': 30},
+    model_options={'hidden_units': [8]},
+    hparams=Hparams(inner_lr=0.1, server_optimizer='adam', server_lr=0.01))
+
+
+def _rows(path):
+  with open(path, newline='') as f:
+    return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+  """One round per call for 9 rounds; 4 per call, stopped after 5 and resumed to 9;
+  resident state for 9 rounds."""
+  data = experiment.prepare_data(CFG)
+  model = experiment.build_model(CFG, data)
+  outs = {}
+  for name, k, rounds in (('single', 1, 9), ('multi', 4, 5), ('multi', 4, 9), ('resident', 1, 9)):
+    out = tmp_path_factory.getbasetemp() / name
+    cfg = dataclasses.replace(CFG, rounds_per_call=k, rounds=rounds, output_dir=str(out),
+                              resident_state=name == 'resident')
+    experiment.run(cfg, data=data, model=model, show_progress=False)
+    outs[name] = out
+  outs['initial'] = experiment.build_algorithm(CFG, model, data).process.initialize
+  return outs
+
+
+def _state(runs, name, round_num):
+  manager = tff.program.FileProgramStateManager(str(runs[name] / 'checkpoints'))
+  return asyncio.run(manager.load(round_num, runs['initial']()))
+
+
+@pytest.mark.parametrize('name', ['multi', 'resident'])
+def test_run_equals_single_rounds(runs, name):
+  single, other = _rows(runs['single'] / 'metrics.csv'), _rows(runs[name] / 'metrics.csv')
+  assert [r['round'] for r in other] == [str(r) for r in range(1, 10)]
+  for a, b in zip(single, other):
+    for key in ('train_loss', 'train_accuracy', 'num_rejected'):
+      np.testing.assert_allclose(float(b[key]), float(a[key]), rtol=1e-5)
+  evals = {n: {r['round']: r for r in _rows(runs[n] / 'eval.csv')} for n in ('single', name)}
+  assert list(evals['single']) == ['0', '6', '9']
+  # multi: 5 is the end of its first session
+  assert list(evals[name]) == (['0', '5', '6', '9'] if name == 'multi' else ['0', '6', '9'])
+  for round_num in ('6', '9'):
+    np.testing.assert_allclose(float(evals[name][round_num]['test_accuracy']),
+                               float(evals['single'][round_num]['test_accuracy']), atol=1e-6)
+
+
+@pytest.mark.parametrize('name', ['multi', 'resident'])
+def test_checkpoints_land_on_the_same_rounds_with_the_same_state(runs, tff_context, name):
+  for round_num in (8, 9):
+    a, b = _state(runs, 'single', round_num), _state(runs, name, round_num)
+    assert int(b['round_num']) == round_num
+    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+      np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_settings_are_named():
+  with pytest.raises(config_lib.ConfigError, match='rounds_per_call must be >= 1'):
+    dataclasses.replace(CFG, rounds_per_call=0).validate()
+  with pytest.raises(config_lib.ConfigError, match='cannot be combined'):
+    dataclasses.replace(CFG, rounds_per_call=2, resident_state=True).validate()

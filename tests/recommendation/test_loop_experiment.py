@@ -1,0 +1,72 @@
+"""The episode loop's checkpoints/resume, and a service run from a CSV log end to end."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tff_meta.recommendation import config, event_log, experiment, loop
+
+
+def _run(out, episodes, calls):
+  def step(state, episode):
+    calls.append(episode)
+    return {'w': state['w'] + episode}
+  return loop.run_episodes(name='toy', initial_state={'w': np.zeros(2)}, step=step,
+                           evaluate=lambda s: {'w0': float(s['w'][0])}, episodes=episodes,
+                           eval_every=2, checkpoint_every=2, output_dir=str(out),
+                           show_progress=False)
+
+
+def test_resume_continues_without_duplicates(tmp_path):
+  full_calls, part_calls = [], []
+  full, full_curve = _run(tmp_path / 'full', 6, full_calls)
+  _run(tmp_path / 'part', 3, part_calls)                 # "killed" after episode 3
+  resumed, curve = _run(tmp_path / 'part', 6, part_calls)
+  np.testing.assert_array_equal(resumed['w'], full['w'])
+  assert full_calls == [1, 2, 3, 4, 5, 6] and part_calls == [1, 2, 3, 4, 5, 6]
+  assert [r['episode'] for r in curve] == [0, 2, 3, 4, 6]   # 3: the end of the first session
+  assert curve == loop.read_curve(str(tmp_path / 'part' / 'curve.csv'))
+  assert [r['episode'] for r in full_curve] == [0, 2, 4, 6]
+  assert curve[-1]['w0'] == full_curve[-1]['w0'] == 21
+
+
+def test_service_run_from_csv(tmp_path):
+  frame = event_log.generate_event_log(15, num_services=40, events=(60, 90), seed=3)
+  path = event_log.write_event_log(frame, str(tmp_path / 'log.csv'))
+  cfg = config.from_dict(dict(
+      task='service', data_path=path, output_dir=str(tmp_path / 'run'), support_fraction=0.05,
+      methods='mfu,mru,nb,lr_self,nn_unified,metasgd_nn', episodes=3, eval_every=2,
+      checkpoint_every=2, inner_steps=2, inner_lr=0.5, self_steps='3,6', pretrain_steps=3,
+      hidden_units=8, max_classes=10))
+  result = experiment.run(cfg, show_progress=False)
+  names = [r['method'] for r in result.rows]
+  assert names == ['MFU', 'MRU', 'NB', 'LR 3 steps', 'LR 6 steps', 'NN-unified', 'Meta-SGD + NN']
+  for r in result.rows:
+    assert 0 <= r['top1'] <= r['top4'] <= 1
+  settings = {r['method']: r['setting'] for r in result.rows}
+  assert settings['NN-unified'] == 'MIXED' and settings['Meta-SGD + NN'] == 'META'
+  meta = result.rows[-1]
+  assert meta['algorithm_params'] == 2 * meta['model_params']    # Meta-SGD: theta and alpha
+  # The model: (C + 1 + 24 + 7 + contexts) -> 8 -> C.
+  dim = 10 + 1 + 24 + 7 + 3 + 2
+  assert meta['model_params'] == dim * 8 + 8 + 8 * 10 + 10
+  table = experiment.format_results([result])
+  assert '| META | Meta-SGD + NN |' in table and '5% Support Top 1' in table
+  assert '| Meta-SGD + NN | ' + str(meta['algorithm_params']) in table
+  saved = json.loads((tmp_path / 'run' / 'results.json').read_text())
+  assert [r['episode'] for r in saved['curves']['Meta-SGD + NN']] == [0, 2, 3]
+  for f in ('curve.png', 'table.md', 'config.toml', 'metasgd_nn/curve.csv', 'nn_unified/checkpoints'):
+    assert (tmp_path / 'run' / f).exists(), f
+
+
+def test_bad_config_is_named():
+  with pytest.raises(config.ConfigError, match="unknown key 'episode'"):
+    config.from_dict({'episode': 3})
+  with pytest.raises(Exception, match="Unknown service method 'maml'"):
+    experiment.validate(config.from_dict({'task': 'service', 'methods': 'maml'}))
+  assert config.from_dict({'sort_log': 'false'}).sort_log is False
+  with pytest.raises(config.ConfigError, match="sort_log: expected true or false, got 'maybe'"):
+    config.from_dict({'sort_log': 'maybe'})
+  with pytest.raises(config.ConfigError, match='self_steps'):
+    config.from_dict({'self_steps': '100,x'}).validate()

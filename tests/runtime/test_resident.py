@@ -1,0 +1,41 @@
+"""The server state resident on the worker gives the rounds of `process.next` (issue #8)."""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tests import helpers
+from tff_meta.algorithms import fedmeta
+from tff_meta.program import client_data
+from tff_meta.runtime.resident import ResidentRounds
+
+
+def test_resident_rounds_equal_process_next_and_fetch_only_at_stops(tff_context):
+  data, model = helpers.digits_protocol(), helpers.mlp_spec()
+  proc = fedmeta.build_fedmeta_process(
+      model, variant='metasgd', inner_lr=0.1, inner_steps=1,
+      server_optimizer=tff.learning.optimizers.build_adam(learning_rate=0.01))
+
+  def round_batch(r):
+    idx = client_data.sample_clients(len(data.train), 3, 0, r)
+    return client_data.round_data('episode', [data.train[i] for i in idx], 0, r)
+
+  resident = ResidentRounds(proc, f'localhost:{tff_context.port}', 3, round_batch,
+                            must_stop=lambda r: r in (2, 5))
+  state = single = proc.initialize()
+  try:
+    for r in range(1, 6):
+      single, expected = proc.next(single, round_batch(r))
+      state, metrics = resident.next(state, r)
+      for key in expected:
+        np.testing.assert_allclose(metrics[key], expected[key], rtol=1e-5)
+      # Fetched at the stops only; in between the caller keeps the last fetched state.
+      assert int(state['round_num']) == (r if r in (2, 5) else (0 if r == 1 else 2))
+    for x, y in zip(tf.nest.flatten(state), tf.nest.flatten(single)):
+      np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    # A state that was not returned by `next` is uploaded: restart from the initial state.
+    restarted, _ = resident.next(proc.initialize(), 2)
+    assert int(restarted['round_num']) == 1
+  finally:
+    resident.close()
+

@@ -1,0 +1,78 @@
+"""Local-only training: every client trains its own model, nothing is shared.
+
+FedEC (Lan et al., `../shared/papers/004_*.txt`) Table 2, row "Local Only"
+("isolated training", Sec. 4.3): client i keeps its own model θ_i, which
+starts from the common initial weights θ^0 (the seed's, as for every method
+in a comparison) and is trained for E = `local_epochs` epochs of minibatches
+(`client_optimizer`, `client_lr`, `batch_size`) each time the client is
+sampled:
+
+    θ_i <- U_i^E(θ_i)          (the client's state; never leaves the client)
+
+The server model never changes: each client's update is zero (the round
+still counts the clients and their examples, and rejects a client whose
+training diverged, which then keeps its old model). The broadcast server
+params therefore stay θ^0.
+
+Evaluation: a client that was trained (visits > 0) is scored with its own
+θ_i; a new client trains θ^0 on its support set for `local_epochs` epochs.
+
+Type signatures (W = model weights, C = <visits=float32, weights=W>):
+    client work: (<weights=W>, C, <x=X[?,...], y=int32[?]>) -> <contribution, C>
+    process.next, evaluate: see `algorithms.stateful`.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import tensorflow as tf
+
+from tff_meta.algorithms import base, personal_state, stateful
+from tff_meta.evaluation import flops
+from tff_meta.learning import local_training
+
+
+def _client_fn(model, optimizer, epochs, batch_size, params, client_state, data):
+  trained, stats = local_training.train_minibatches(
+      model.logits, client_state['weights'], data['x'], data['y'], optimizer, epochs, batch_size)
+  update = collections.OrderedDict(weights=[tf.zeros_like(w) for w in params['weights']])
+  new_state = collections.OrderedDict(visits=client_state['visits'], weights=trained)
+  return update, tf.size(data['y']), personal_state.per_epoch(stats, epochs), new_state
+
+
+def build_local_only_process(model, *, client_optimizer, local_epochs: int, batch_size: int):
+  """The local-only `IterativeProcess` (stateful; see module docstring)."""
+  personal_state.check_local_training('Local-only training', local_epochs=local_epochs,
+                                      batch_size=batch_size)
+  return personal_state.build_process(
+      model, personal={'weights': list(model.initial_trainable)},
+      client_fn=functools.partial(_client_fn, model, client_optimizer, local_epochs, batch_size),
+      # The update is always zero: no server learning, whatever the optimizer.
+      server_optimizer=base.build_optimizer('sgd', 1.0), weighting='num_examples')
+
+
+def _build(model, hp: base.Hparams):
+  optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+  proc = build_local_only_process(model, client_optimizer=optimizer,
+                                  local_epochs=hp.local_epochs, batch_size=hp.batch_size)
+
+  def personalize(params, candidates, client_state, support_x, support_y):
+    del candidates
+
+    def new():
+      weights, _ = local_training.train_minibatches(
+          model.logits, params['weights'], support_x, support_y, optimizer, hp.local_epochs,
+          hp.batch_size)
+      return weights
+
+    return personal_state.known_or_new(client_state, lambda: client_state['weights'], new)
+
+  evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
+  return base.Algorithm(name='local_only', display_name='Local Only', process=proc,
+                        evaluate=evaluate, train_data='full',
+                        client_flops=flops.client_flops_fn('fedavg', model, hp))
+
+
+base.ALGORITHMS.add('local_only', _build)

@@ -1,0 +1,54 @@
+"""Small pure-TF pieces shared by the methods that keep a model on each client.
+
+Ditto's v_i, APFL's (v_i, alpha_i) and local-only training's own model all
+follow the same evaluation rule (`algorithms.stateful`): a client that took
+part in training (visits > 0) is scored with the state it kept; a client never
+seen in training builds that state from the broadcast model on its support set.
+`known_or_new` is that rule, as one `tf.cond`, so a new client's training runs
+only when needed. `per_epoch` reports a client's training sums per epoch, so
+`num_examples` is the client's size, as FedAvg reports it.
+`build_process` is the stateful round of these methods: they train on a
+client's full data (x, y) and the server holds the model weights.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable, Mapping, Optional
+
+import tensorflow as tf
+
+from tff_meta.algorithms import stateful
+
+
+def known_or_new(client_state, known: Callable, new: Callable):
+  """`known()` if the client took part in training (visits > 0), else `new()`."""
+  return tf.cond(client_state['visits'] > 0.0, known, new)
+
+
+def per_epoch(stats, epochs: int) -> collections.OrderedDict:
+  """Training sums of `epochs` passes, divided by `epochs`."""
+  return collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
+
+
+def check_local_training(name: str, **counts: int) -> None:
+  """Raises a ValueError naming the hparam when an epoch or batch count is < 1."""
+  for key, value in counts.items():
+    if value < 1:
+      raise ValueError(f'{name} needs {key} >= 1, got {value}; set [hparams] {key} '
+                       f'(or --{key}) to a positive integer.')
+
+
+def build_process(model, *, personal: Mapping, client_fn: Callable, server_optimizer,
+                  weighting: str, extra_params: Optional[Mapping] = None):
+  """`stateful.build_stateful_process` with params <weights=W, **extra_params>, data <x, y>.
+
+  `personal` is a new client's state without `visits`.
+  """
+  params = collections.OrderedDict(weights=model.initial_trainable)
+  params.update(extra_params or {})
+  data_spec = collections.OrderedDict(x=model.x_spec, y=tf.TensorSpec([None], tf.int32))
+  return stateful.build_stateful_process(
+      initial_params=params, initial_client_state=stateful.with_visits(personal),
+      client_fn=client_fn, client_data_spec=data_spec, server_optimizer=server_optimizer,
+      weighting=weighting)

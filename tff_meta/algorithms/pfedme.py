@@ -1,0 +1,134 @@
+"""pFedMe: personalized FL with Moreau envelopes.
+
+T. Dinh, Tran and Nguyen 2020, "Personalized Federated Learning with Moreau
+Envelopes", Algorithm 1. Client i's personalized model solves the Moreau
+envelope problem around the global model w (Eqs. 2-3):
+
+    theta_i(w) = argmin_theta  f_i(theta) + (lambda/2) ||theta - w||^2.
+
+Client i starts from the broadcast w_t and takes R local steps; step r draws
+a minibatch D_r (`learning.minibatch_stream`) and
+
+    theta~ = K gradient steps with rate `pfedme_personal_lr` on
+             h~_i(theta; w, D_r) = f~_i(theta; D_r) + (lambda/2) ||theta - w||^2   (Eq. 7)
+    w     <- w - eta lambda (w - theta~)                                         (Eq. 8)
+
+The K steps approximate theta_i(w) to the accuracy nu of Eq. 7; as in the
+authors' implementation the solver is warm-started from the previous step's
+theta~ (theta~ starts at w_t in each round). The client returns
+w_t - w_{i,R}; with server SGD at rate beta and uniform weighting the server
+step is w_{t+1} = (1 - beta) w_t + beta (1/S) sum_i w_{i,R} (Alg. 1, the
+beta-mixing of the global update; beta = 1 is plain averaging).
+
+Personalized evaluation solves the same problem from the global w on the
+support set: K (or `eval_inner_steps`) full-batch steps on
+f_i(theta; support) + (lambda/2) ||theta - w||^2, and scores theta on the
+query set.
+
+Metrics: the loss and accuracy of theta~ on D_r, summed over the R steps.
+
+Hyperparameters: lambda = `pfedme_lambda`, K = `pfedme_inner_steps`, personal
+rate = `pfedme_personal_lr`, eta = `pfedme_eta`, R = `local_steps`,
+|D| = `batch_size`, beta = `fedavg_server_lr` (with `fedavg_server_optimizer`
+= 'sgd').
+
+Client work type signature:
+    (<weights=float32[...]...>, <x=X[?,...], y=int32[?]>)
+      -> <weighted_update, weight, metrics, num_clients, num_rejected>
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+
+import tensorflow as tf
+
+from tff_meta.algorithms import base, process
+from tff_meta.evaluation import flops, personalized
+from tff_meta.learning import adaptation, losses, minibatch_stream
+
+
+def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
+  """K gradient steps on f(theta; x, y) + (lam/2) ||theta - anchor||^2 from `start` (Eq. 7)."""
+
+  def moreau_loss(theta):
+    return (losses.cross_entropy(model.logits(theta, x), y)
+            + 0.5 * lam * losses.squared_distance(theta, anchor))
+
+  return adaptation.sgd_adapt(moreau_loss, start, lr, steps, first_order=True)
+
+
+def _client_fn(model, lam, personal_lr, inner_steps, eta, local_steps, batch_size, params, data):
+  batches = minibatch_stream.batch_groups(data['x'], data['y'], batch_size, 1, local_steps)
+  zero = tf.constant(0.0)
+  weights = tuple(params['weights'])
+  initial = (weights, weights,
+             collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero))
+
+  def step(carry, batch):
+    w, theta, stats = carry
+    x, y = batch[0][0], batch[1][0]
+    theta = solve_personalized(model, w, theta, x, y, lam=lam, lr=personal_lr,
+                               steps=inner_steps)
+    w = [wi - eta * lam * (wi - ti) for wi, ti in zip(w, theta)]
+    batch_stats = losses.batch_stats(model.logits(theta, x), y)
+    stats = collections.OrderedDict((k, stats[k] + batch_stats[k]) for k in stats)
+    return tuple(w), tuple(theta), stats
+
+  trained, _, stats = batches.reduce(initial, step)
+  update = collections.OrderedDict(
+      weights=[w - t for w, t in zip(params['weights'], trained)])
+  return update, tf.size(data['y']), stats
+
+
+def build_pfedme_process(model, *, lam: float, personal_lr: float, inner_steps: int, eta: float,
+                         local_steps: int, batch_size: int, server_optimizer,
+                         weighting: str = 'uniform'):
+  """The pFedMe `IterativeProcess` (see module docstring)."""
+  if not lam > 0:
+    raise ValueError(f'pFedMe needs pfedme_lambda > 0 (lambda of Eq. 2), got {lam}.')
+  if inner_steps < 1:
+    raise ValueError(f'pFedMe needs pfedme_inner_steps (K) >= 1, got {inner_steps}.')
+  if local_steps < 1:
+    raise ValueError(f'pFedMe needs local_steps (R) >= 1, got {local_steps}.')
+  if not personal_lr > 0 or not eta > 0:
+    raise ValueError(f'pFedMe needs pfedme_personal_lr > 0 and pfedme_eta > 0, '
+                     f'got {personal_lr}, {eta}.')
+  if batch_size < 1:
+    raise ValueError(f'pFedMe needs batch_size >= 1, got {batch_size}.')
+  data_spec = collections.OrderedDict(x=model.x_spec, y=tf.TensorSpec([None], tf.int32))
+  return process.build_federated_process(
+      initial_params=collections.OrderedDict(weights=model.initial_trainable),
+      client_fn=functools.partial(_client_fn, model, lam, personal_lr, inner_steps, eta,
+                                  local_steps, batch_size),
+      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting)
+
+
+def moreau_adapter(model, lam: float, lr: float, steps: int):
+  """Evaluation: theta_i solved from the global w on the support set (Eqs. 2-3)."""
+
+  def adapter(params, support_x, support_y):
+    return solve_personalized(model, params['weights'], params['weights'], support_x, support_y,
+                              lam=lam, lr=lr, steps=steps)
+
+  return adapter
+
+
+def _build(model, hp: base.Hparams):
+  proc = build_pfedme_process(
+      model, lam=hp.pfedme_lambda, personal_lr=hp.pfedme_personal_lr,
+      inner_steps=hp.pfedme_inner_steps, eta=hp.pfedme_eta, local_steps=hp.local_steps,
+      batch_size=hp.batch_size,
+      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
+      weighting=hp.weighting or 'uniform')
+  steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.pfedme_inner_steps
+  evaluate = personalized.build_personalized_evaluation(
+      model, proc.params_type,
+      moreau_adapter(model, hp.pfedme_lambda, hp.pfedme_personal_lr, steps))
+  return base.Algorithm(name='pfedme', display_name='pFedMe', process=proc,
+                        evaluate=evaluate, train_data='full',
+                        client_flops=flops.client_flops_fn('pfedme', model, hp))
+
+
+base.ALGORITHMS.add('pfedme', _build)

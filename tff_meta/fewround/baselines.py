@@ -1,0 +1,127 @@
+"""FRL methods and baselines, by name (`METHODS`), under one communication budget.
+
+Park et al., `../shared/papers/001_*.txt`, Sec. 4 "Comparison schemes" and
+Appendix C. Every method returns the model it deploys and the initial
+weights; deployment (`deploy.py`) then runs the same R test rounds for all.
+
+| name | preparing stage (budget T * (R + 1) rounds) | deployment |
+|---|---|---|
+| frl_distance_gpal | FRL meta-training, distance classifier, GPAL gamma | R rounds, nearest global prototype |
+| frl_distance | the same with gamma = 0 | same |
+| frl_linear | FRL meta-training, linear head (masked to tau classes) | R rounds of the head's CE |
+| personalized | Appendix C: local support updates then a local meta-update per client, aggregated (R = 0 rounds in training) | R rounds, nearest prototype |
+| fedavg | none: random initial model | R rounds of FedAvg, linear head |
+| finetune_fedavg | FedAvg pre-training of an M-way classifier (M meta-train classes); its last layer is then replaced | R rounds of FedAvg |
+
+Not implemented: fine-tuning via one-shot FL (Guha et al. 2019).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List
+
+import numpy as np
+
+from tff_meta.fewround import process as process_lib
+from tff_meta.fewround import tasks, training
+from tff_meta.fewround.config import FewRoundConfig
+from tff_meta.fewround.model import FewRoundModel, build_few_round_model
+from tff_meta.registry import Registry
+
+METHODS: Registry = Registry('few-round method')
+
+# Seeds: (seed, stream, index), so every method sees the same episodes.
+TRAIN_STREAM, PRETRAIN_STREAM, TEST_STREAM = 0, 1, 2
+
+
+@dataclasses.dataclass
+class Context:
+  cfg: FewRoundConfig
+  data: tasks.ClassSplitData
+  progress: bool = False
+
+  @property
+  def spec(self):
+    return process_lib.data_spec(self.data.element_shape)
+
+  def model(self, classifier: str, ways: int = 0) -> FewRoundModel:
+    return build_few_round_model(self.cfg.backbone, self.data.element_shape, classifier,
+                                 ways or self.cfg.ways, seed=self.cfg.seed,
+                                 **self.cfg.model_options)
+
+  def episode(self, part: str, stream: int, i: int) -> list:
+    cfg = self.cfg
+    return tasks.episode(self.data, part, cfg.n_way_arg, cfg.examples_per_class,
+                         cfg.num_clients, cfg.iid, (cfg.seed, stream, i))
+
+  @property
+  def budget_rounds(self) -> int:
+    return self.cfg.episodes * (self.cfg.rounds + 1)
+
+
+@dataclasses.dataclass
+class Prepared:
+  """A method's deployed model, its test-time hparams and initial weights."""
+  model: FewRoundModel
+  hparams: process_lib.FewRoundHparams
+  weights: List[np.ndarray]
+  info: Dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name) -> Prepared:
+  process = process_lib.build_meta_training(model, train_hp, ctx.spec)
+  phi, history = training.meta_train(
+      process, lambda e: ctx.episode('train', TRAIN_STREAM, e), ctx.cfg.episodes,
+      ctx.progress, desc=name)
+  tail = history[-max(1, len(history) // 10):]
+  return Prepared(model, deploy_hp, phi, {'train_query_accuracy_last10pct': float(np.mean(tail)),
+                                          'communication_rounds': ctx.budget_rounds})
+
+
+def _frl(classifier: str, use_gpal: bool):
+  def prepare(ctx: Context) -> Prepared:
+    hp = ctx.cfg.hparams(gamma=ctx.cfg.gamma if use_gpal else 0.0)
+    return _meta_trained(ctx, ctx.model(classifier), hp, hp, f'frl {classifier}')
+  return prepare
+
+
+METHODS.add('frl_distance_gpal', _frl('distance', True))
+METHODS.add('frl_distance', _frl('distance', False))
+METHODS.add('frl_linear', _frl('linear', False))
+
+
+@METHODS.register('personalized')
+def personalized(ctx: Context) -> Prepared:
+  """Appendix C: clients meta-update right after their own support updates."""
+  train_hp = ctx.cfg.hparams(gamma=0.0, rounds=0, local_adaptation=True)
+  prepared = _meta_trained(ctx, ctx.model('distance'), train_hp, ctx.cfg.hparams(gamma=0.0),
+                           'personalized')
+  prepared.info['communication_rounds'] = ctx.cfg.episodes   # one round per episode
+  return prepared
+
+
+@METHODS.register('fedavg')
+def fedavg(ctx: Context) -> Prepared:
+  """FedAvg from a random initial model (no preparing stage)."""
+  model = ctx.model('linear')
+  return Prepared(model, ctx.cfg.hparams(gamma=0.0), list(model.initial_weights),
+                  {'communication_rounds': 0})
+
+
+@METHODS.register('finetune_fedavg')
+def finetune_fedavg(ctx: Context) -> Prepared:
+  """Pre-train an M-way classifier with FedAvg, replace its last layer, fine-tune."""
+  num_train = len(ctx.data.part('train'))
+  pre_model = ctx.model('linear', ways=num_train)
+  hp = ctx.cfg.hparams(gamma=0.0)
+  cfg = ctx.cfg
+  sample = lambda r: tasks.pretrain_clients(ctx.data, cfg.n_way_arg, cfg.examples_per_class,
+                                            cfg.num_clients, cfg.iid, (cfg.seed, PRETRAIN_STREAM, r))
+  weights = training.federated_pretrain(
+      process_lib.build_round(pre_model, hp, ctx.spec), pre_model.initial_weights, sample,
+      ctx.budget_rounds, ctx.progress)
+  model = pre_model.with_classifier('linear', cfg.ways, weights[:pre_model.num_backbone],
+                                    seed=cfg.seed + 1)
+  return Prepared(model, hp, list(model.initial_weights),
+                  {'communication_rounds': ctx.budget_rounds, 'pretrain_classes': num_train})

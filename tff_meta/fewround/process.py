@@ -1,0 +1,330 @@
+"""Few-round learning meta-training as TFF computations (FRL Algorithm 1).
+
+Park et al., `../shared/papers/001_*.txt`, Sec. 3.2. One episode is 1 + R
+communication rounds, each its own federated computation with a single
+aggregation stage (so each compiles to TFF's mergeable form and runs on a
+worker pool):
+
+- `round` (Alg. 1 lines 5-21), run R times from theta_0 = phi: every client
+  computes its prototypes P_r(k) from its *support set* with theta_r (Eq. 1),
+  takes E SGD steps (rate alpha) on F = Eq. 2 + gamma * Eq. 3 (Eq. 4; the
+  GPAL term only once global prototypes exist, r >= 1), and the server
+  averages the models (line 18) and, class by class, the prototypes
+  (line 20), both weighted by support-set size |S_k| (lambda_k). A class's
+  prototype is averaged over the clients that hold that class.
+- `meta_update` (lines 22-26): every client takes the query loss with theta_R
+  and P_{R-1}, uses the first-order approximation
+  grad_phi L(theta_R) ~ grad_theta_R L(theta_R) (Sec. 3.2.2), and applies one
+  step of the meta-optimizer (Adam, beta) to phi: phi_{t+1}(k). The server
+  averages the phi_{t+1}(k) and the optimizer slots, weighted by data size
+  |S_k| + |Q_k| (rho_k). beta is divided by 10 from episode
+  `meta_lr_decay_episode` on (the paper: after 2.0e4 rounds = 5,000 episodes
+  of 4 rounds).
+
+With `local_adaptation=True` the meta-update is the personalization scheme of
+Appendix C: each client first adapts phi on its own support set (E steps,
+no aggregation) and takes the query loss with its own prototypes; used with
+R = 0 at meta-training time.
+
+`build_meta_training` returns a `tff.templates.IterativeProcess` whose `next`
+chains the R `round`s and the `meta_update` in one computation, and exposes
+the pieces: `run_episode` calls them one by one (what worker pools need).
+
+Type signatures (W = weights list, O = optimizer state, D = one client's
+episode data <support_x, support_y, query_x, query_y, num_ways>, G = round
+state <theta=W, protos=float32[ways,dim], mask=float32[ways], has_protos=float32>):
+    initialize: ( -> <phi=W, optimizer_state=O, episode=int32>@SERVER)
+    start:      (<phi,optimizer_state,episode> -> G)              tensorflow
+    round:      (<G@SERVER, {D}@CLIENTS> -> <G@SERVER, <loss_sum,num_examples>@SERVER>)
+    meta_update:(<S@SERVER, G@SERVER, {D}@CLIENTS> -> <S@SERVER, <loss_sum,correct,num_examples>@SERVER>)
+    next:       (<S@SERVER, {D}@CLIENTS> -> <S@SERVER, metrics@SERVER>)
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Mapping
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_meta.algorithms.base import OPTIMIZERS
+from tff_meta.fewround import prototypes as proto_lib
+from tff_meta.fewround.model import ClientBatch, FewRoundModel
+from tff_meta.learning import adaptation
+
+
+@dataclasses.dataclass
+class FewRoundHparams:
+  """FRL hyperparameters (paper Sec. 4: alpha 0.1, beta 0.01 Adam, E 1, R 3)."""
+  rounds: int = 3                    # R
+  local_steps: int = 1               # E
+  inner_lr: float = 0.1              # alpha
+  gamma: float = 0.0                 # GPAL weight (0: no GPAL)
+  meta_optimizer: str = 'adam'
+  meta_lr: float = 0.01              # beta
+  meta_lr_decay_episode: int = 0     # beta / 10 from this episode on (0: never)
+  local_adaptation: bool = False     # Appendix C personalization scheme
+
+
+def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
+  """One client's episode data as a struct of tensors."""
+  x = tf.TensorSpec([None, *element_shape], x_dtype)
+  y = tf.TensorSpec([None], tf.int32)
+  return collections.OrderedDict(support_x=x, support_y=y, query_x=x, query_y=y,
+                                 num_ways=tf.TensorSpec([], tf.int32))
+
+
+def _batch(model: FewRoundModel, data, part: str) -> ClientBatch:
+  mask = tf.sequence_mask(data['num_ways'], model.ways, dtype=tf.float32)
+  return ClientBatch(data[f'{part}_x'], data[f'{part}_y'], mask)
+
+
+def _finite(structure) -> tf.Tensor:
+  return tf.reduce_all(tf.stack(
+      [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]))
+
+
+def local_update(model: FewRoundModel, hp: FewRoundHparams, theta, batch: ClientBatch,
+                 global_protos, global_mask, gamma):
+  """E SGD steps on Eq. 4 (line 16); prototypes are recomputed at every step."""
+  loss_fn = lambda w: model.classifier.local_loss(model, w, batch, global_protos,
+                                                  global_mask, gamma)
+  return adaptation.sgd_adapt(loss_fn, theta, hp.inner_lr, hp.local_steps)
+
+
+def round_client_fn(model: FewRoundModel, hp: FewRoundHparams, server, data):
+  """Pure TF: one client's round. Prototypes use the support set only."""
+  batch = _batch(model, data, 'support')
+  theta = list(server['theta'])
+  gamma = hp.gamma * server['has_protos']
+  local, counts = proto_lib.prototypes(model.embed(theta, batch.x), batch.y, model.ways)
+  loss = model.classifier.local_loss(model, theta, batch, server['protos'], server['mask'],
+                                     gamma)
+  new_theta = local_update(model, hp, theta, batch, server['protos'], server['mask'], gamma)
+  n = tf.cast(tf.size(batch.y), tf.float32)
+  ok = tf.logical_and(_finite(new_theta), tf.math.is_finite(loss))
+  weight = tf.where(ok, n, 0.0)                                        # lambda_k ~ |S_k|
+  class_weight = weight * tf.cast(counts > 0, tf.float32)              # [ways]
+  return collections.OrderedDict(
+      theta=[tf.where(ok, w * weight, tf.zeros_like(w)) for w in new_theta],
+      weight=weight,
+      protos=tf.where(ok, local * class_weight[:, tf.newaxis], tf.zeros_like(local)),
+      class_weight=class_weight,
+      loss_sum=tf.where(ok, loss * n, 0.0), num_examples=weight)
+
+
+def round_server_fn(old, total):
+  """Pure TF: lines 18 and 20, support-size weighted means (old model if none)."""
+  denominator = tf.maximum(total['weight'], 1e-12)
+  theta = [tf.where(total['weight'] > 0, w / denominator, o)
+           for w, o in zip(total['theta'], old['theta'])]
+  protos = total['protos'] / tf.maximum(total['class_weight'], 1e-12)[:, tf.newaxis]
+  return collections.OrderedDict(
+      theta=theta, protos=protos, mask=tf.cast(total['class_weight'] > 0, tf.float32),
+      has_protos=tf.constant(1.0))
+
+
+def meta_client_fn(model: FewRoundModel, hp: FewRoundHparams, optimizer, server, data):
+  """Pure TF: line 24, one meta-optimizer step on phi with grad_theta_R L^Q."""
+  theta = list(server['round']['theta'])
+  protos, mask = server['round']['protos'], server['round']['mask']
+  if hp.local_adaptation:    # Appendix C: adapt alone on the support set, own prototypes
+    support = _batch(model, data, 'support')
+    theta = local_update(model, hp, theta, support, protos, mask, 0.0)
+    protos, counts = proto_lib.prototypes(model.embed(theta, support.x), support.y, model.ways)
+    mask = tf.cast(counts > 0, tf.float32)
+  theta = [tf.stop_gradient(w) for w in theta]
+  query = _batch(model, data, 'query')
+  with tf.GradientTape() as tape:
+    tape.watch(theta)
+    logits = model.classifier.logits(model, theta, query.x, query.way_mask, protos, mask)
+    losses = proto_lib.per_example_loss(logits, query.y)
+    loss = tf.reduce_mean(losses)
+  grads = adaptation.dense(tape.gradient(loss, theta))
+  opt_state = collections.OrderedDict(server['optimizer_state'])
+  opt_state['learning_rate'] = server['meta_lr']
+  opt_state, phi = optimizer.next(opt_state, list(server['phi']), list(grads))
+  n_q = tf.cast(tf.size(query.y), tf.float32)
+  rho = n_q + tf.cast(tf.size(data['support_y']), tf.float32)           # |D_k|
+  ok = tf.logical_and(_finite(phi), tf.math.is_finite(loss))
+  rho = tf.where(ok, rho, 0.0)
+  weigh = lambda t: tf.where(ok, tf.cast(t, tf.float32) * rho, tf.zeros_like(t, tf.float32))
+  correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), query.y), tf.float32)
+  return collections.OrderedDict(
+      phi=[weigh(w) for w in phi], optimizer_state=tf.nest.map_structure(weigh, opt_state),
+      weight=rho, loss_sum=tf.where(ok, tf.reduce_sum(losses), 0.0),
+      correct=tf.where(ok, tf.reduce_sum(correct), 0.0), num_examples=tf.where(ok, n_q, 0.0))
+
+
+def meta_server_fn(state, total):
+  """Pure TF: line 26, data-size weighted mean of phi(k) and of the optimizer state."""
+  accepted = total['weight'] > 0
+  denominator = tf.maximum(total['weight'], 1e-12)
+
+  def mean(summed, old):
+    value = summed / denominator
+    if old.dtype.is_integer:
+      value = tf.round(value)
+    return tf.where(accepted, tf.cast(value, old.dtype), old)
+
+  return collections.OrderedDict(
+      phi=[mean(s, o) for s, o in zip(total['phi'], state['phi'])],
+      optimizer_state=tf.nest.map_structure(mean, total['optimizer_state'],
+                                            state['optimizer_state']),
+      episode=state['episode'] + 1)
+
+
+def meta_lr(hp: FewRoundHparams, episode: tf.Tensor) -> tf.Tensor:
+  decayed = tf.logical_and(hp.meta_lr_decay_episode > 0, episode >= hp.meta_lr_decay_episode)
+  return tf.where(decayed, hp.meta_lr / 10.0, hp.meta_lr)
+
+
+def fresh_round_state(model: FewRoundModel, weights):
+  """theta_0 = the given weights; no global prototypes yet (round 0)."""
+  return collections.OrderedDict(
+      theta=list(weights), protos=tf.zeros([model.ways, model.feature_dim]),
+      mask=tf.zeros([model.ways]), has_protos=tf.constant(0.0))
+
+
+def _sums(total, keys):
+  return collections.OrderedDict((k, total[k]) for k in keys)
+
+
+def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Mapping):
+  """The round computations for `model`: (start_from_weights, round, evaluate).
+
+  Shared by meta-training, deployment and the baselines (pre-training and
+  test-time FedAvg are rounds of a linear model).
+  """
+  weights_spec = model.weight_specs
+  data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
+
+  @tff.tensorflow.computation(tff.types.tensorflow_to_type(weights_spec))
+  def start(weights):
+    return fresh_round_state(model, weights)
+
+  round_type = start.type_signature.result
+
+  @tff.tensorflow.computation(round_type, data_type)
+  def round_client(server, data):
+    return round_client_fn(model, hp, server, data)
+
+  @tff.tensorflow.computation(round_type, round_client.type_signature.result)
+  def round_server(old, total):
+    return round_server_fn(old, total)
+
+  @tff.tensorflow.computation(round_client.type_signature.result)
+  def round_metrics(total):
+    return _sums(total, ('loss_sum', 'num_examples'))
+
+  @tff.federated_computation(tff.FederatedType(round_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def round_fn(server, data):
+    outputs = tff.federated_map(round_client, (tff.federated_broadcast(server), data))
+    total = tff.federated_sum(outputs)
+    return (tff.federated_map(round_server, (server, total)),
+            tff.federated_map(round_metrics, total))
+
+  @tff.tensorflow.computation(round_type, data_type)
+  def eval_client(server, data):
+    query = _batch(model, data, 'query')
+    logits = model.classifier.logits(model, list(server['theta']), query.x, query.way_mask,
+                                     server['protos'], server['mask'])
+    predictions = tf.argmax(logits, -1, output_type=tf.int32)
+    return collections.OrderedDict(
+        loss_sum=tf.reduce_sum(proto_lib.per_example_loss(logits, query.y)),
+        correct=tf.reduce_sum(tf.cast(tf.equal(predictions, query.y), tf.float32)),
+        num_examples=tf.cast(tf.size(query.y), tf.float32))
+
+  @tff.federated_computation(tff.FederatedType(round_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def evaluate(server, data):
+    """Query accuracy with theta_R and P_{R-1} (Sec. 3.3), summed over clients."""
+    return tff.federated_sum(tff.federated_map(eval_client, (tff.federated_broadcast(server), data)))
+
+  return start, round_fn, evaluate
+
+
+def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
+                        client_data_spec: Mapping) -> tff.templates.IterativeProcess:
+  """The FRL meta-training process (one `next` = one episode of 1 + R rounds)."""
+  optimizer = OPTIMIZERS.get(hp.meta_optimizer)(hp.meta_lr)
+  weights_spec = model.weight_specs
+  initial = [np.asarray(w, np.float32) for w in model.initial_weights]
+  data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
+  start_weights, round_fn, evaluate = build_round(model, hp, client_data_spec)
+
+  @tff.tensorflow.computation
+  def server_init():
+    return collections.OrderedDict(
+        phi=[tf.constant(w) for w in initial],
+        optimizer_state=optimizer.initialize(weights_spec),
+        episode=tf.constant(0, tf.int32))
+
+  state_type = server_init.type_signature.result
+  round_type = start_weights.type_signature.result
+
+  @tff.tensorflow.computation(state_type)
+  def start(state):
+    return fresh_round_state(model, state['phi'])
+
+  @tff.tensorflow.computation(state_type, round_type)
+  def meta_broadcast(state, round_state):
+    return collections.OrderedDict(
+        phi=state['phi'], optimizer_state=state['optimizer_state'],
+        meta_lr=meta_lr(hp, state['episode']), round=round_state)
+
+  @tff.tensorflow.computation(meta_broadcast.type_signature.result, data_type)
+  def meta_client(server, data):
+    return meta_client_fn(model, hp, optimizer, server, data)
+
+  @tff.tensorflow.computation(state_type, meta_client.type_signature.result)
+  def meta_server(state, total):
+    return meta_server_fn(state, total)
+
+  @tff.tensorflow.computation(meta_client.type_signature.result)
+  def meta_metrics(total):
+    return _sums(total, ('loss_sum', 'correct', 'num_examples'))
+
+  @tff.federated_computation(tff.FederatedType(state_type, tff.SERVER),
+                             tff.FederatedType(round_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def meta_update(state, round_state, data):
+    server = tff.federated_map(meta_broadcast, (state, round_state))
+    outputs = tff.federated_map(meta_client, (tff.federated_broadcast(server), data))
+    total = tff.federated_sum(outputs)
+    return (tff.federated_map(meta_server, (state, total)),
+            tff.federated_map(meta_metrics, total))
+
+  @tff.federated_computation
+  def initialize():
+    return tff.federated_eval(server_init, tff.SERVER)
+
+  @tff.federated_computation(tff.FederatedType(state_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, data):
+    round_state = tff.federated_map(start, state)
+    for _ in range(hp.rounds):
+      round_state, _ = round_fn(round_state, data)
+    return meta_update(state, round_state, data)
+
+  process = tff.templates.IterativeProcess(initialize, next_fn)
+  process.start = start
+  process.round = round_fn
+  process.meta_update = meta_update
+  process.evaluate = evaluate
+  process.start_weights = start_weights
+  process.hparams = hp
+  process.model = model
+  return process
+
+
+def run_episode(process, state, data):
+  """One episode, one federated computation per communication round (worker pools)."""
+  round_state = process.start(state)
+  for _ in range(process.hparams.rounds):
+    round_state, _ = process.round(round_state, data)
+  return process.meta_update(state, round_state, data)

@@ -1,0 +1,188 @@
+"""Recommendation run configuration: a TOML file whose keys all have override flags.
+
+One config is one setting of the papers' tables: a task (`movielens`: Chen et
+al. 2018b Table 3; `service`: Table 6 / FedMeta Table 3), a support fraction
+and the methods to compare. `configs/recommend/` has one per cell.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from typing import Any, Dict, List, Optional, Tuple
+
+from tff_meta.algorithms import OPTIMIZERS
+from tff_meta.data.protocol import validate_fraction
+from tff_meta.program.config import ConfigError, _coerce
+
+
+@dataclasses.dataclass
+class RecommendConfig:
+  name: str = 'recommend'
+  task: str = 'movielens'
+  data_path: str = ''
+  output_dir: str = ''
+  methods: str = ''
+  seed: int = 0
+  support_fraction: float = 0.8
+  train_support_fraction: float = 0.5
+  train_user_fraction: float = 0.8
+  query_fraction: float = 0.2
+  min_events: int = 2
+  sort_log: bool = False
+  episodes: int = 5000
+  clients_per_episode: int = 1
+  eval_every: int = 500
+  checkpoint_every: int = 500
+  eval_users: int = 0
+  hidden_units: int = 32
+  inner_steps: int = 10
+  eval_inner_steps: int = -1
+  inner_lr: float = 0.01
+  meta_optimizer: str = 'adam'
+  meta_lr: float = 0.001
+  pretrain_optimizer: str = 'adam'
+  pretrain_lr: float = 0.001
+  finetune_steps: int = -1
+  self_optimizer: str = 'adam'
+  self_lr: float = 0.01
+  self_steps: str = '100'
+  batch_size: int = 500
+  max_classes: int = 40
+  max_events: int = 500
+  pretrain_steps: int = 5000
+  synthetic_users: int = 100
+  synthetic_services: int = 300
+
+  def resolved_output_dir(self) -> str:
+    return self.output_dir or os.path.join('runs', self.name)
+
+  @property
+  def method_list(self) -> List[str]:
+    return [m.strip() for m in self.methods.split(',') if m.strip()]
+
+  @property
+  def self_step_list(self) -> Tuple[int, ...]:
+    try:
+      steps = tuple(int(s) for s in self.self_steps.split(',') if s.strip())
+    except ValueError:
+      steps = ()
+    if not steps or min(steps) < 1:
+      raise ConfigError(f'self_steps must be comma-separated integers >= 1, e.g. "100,10000"; '
+                        f'got {self.self_steps!r}.')
+    return steps
+
+  @property
+  def adapt_steps(self) -> int:
+    return self.eval_inner_steps if self.eval_inner_steps >= 0 else self.inner_steps
+
+  @property
+  def finetune(self) -> int:
+    return self.finetune_steps if self.finetune_steps >= 0 else self.adapt_steps
+
+  def validate(self) -> 'RecommendConfig':
+    """Checks values; `experiment.validate` also checks the task and method names."""
+    for key in ('support_fraction', 'train_support_fraction', 'train_user_fraction',
+                'query_fraction'):
+      validate_fraction(key, getattr(self, key))
+    for key in ('episodes', 'clients_per_episode', 'eval_every', 'checkpoint_every',
+                'inner_steps', 'hidden_units', 'max_classes', 'max_events', 'min_events'):
+      if getattr(self, key) < 1:
+        raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
+    for key in ('inner_lr', 'meta_lr', 'pretrain_lr', 'self_lr'):
+      if not getattr(self, key) > 0:
+        raise ConfigError(f'{key} must be > 0, got {getattr(self, key)}.')
+    for key in ('meta_optimizer', 'pretrain_optimizer', 'self_optimizer'):
+      OPTIMIZERS.get(getattr(self, key))
+    self.self_step_list  # pylint: disable=pointless-statement
+    return self
+
+
+HELP = {
+    'name': 'Run name; the default output folder is runs/<name>.',
+    'task': 'movielens (rating prediction, Table 3) or service (event-log recommendation, Table 6).',
+    'data_path': 'movielens: the unzipped ml-100k folder (u.data, u.user, u.item; not shipped). '
+                 'service: a CSV/Parquet event log, or an ml-100k folder (events = genres); '
+                 'empty = a generated synthetic log.',
+    'output_dir': 'Output folder; default runs/<name>.',
+    'methods': 'Comma-separated methods; empty = all of the task (see docs).',
+    'seed': 'Seed for the user split, episode sampling and initial weights.',
+    'support_fraction': 'Test users: fraction p of their data in the support set ("p Support").',
+    'train_support_fraction': 'Training tasks: fraction of the data used as support (Fig. 3).',
+    'train_user_fraction': 'Fraction of users that train (the rest test).',
+    'query_fraction': 'service: the last fraction of each test user\'s events is the query set.',
+    'min_events': 'service: users with fewer events are dropped (and counted).',
+    'sort_log': 'service: sort each user\'s events by time instead of rejecting an unsorted log.',
+    'episodes': 'Meta-training episodes (and NN(pre-trained) pre-training episodes).',
+    'clients_per_episode': 'Users per meta-training episode (the papers: 1).',
+    'eval_every': 'Evaluate on the test users every N episodes (the curve).',
+    'checkpoint_every': 'Checkpoint every N episodes; a rerun resumes.',
+    'eval_users': 'Evaluate the curve on the first N test users (0 = all; the final table '
+                  'always uses all).',
+    'hidden_units': 'Hidden units of the NN models (MovieLens 32, service 64).',
+    'inner_steps': 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).',
+    'eval_inner_steps': 'Adaptation steps on test users; -1 = inner_steps.',
+    'inner_lr': 'alpha: inner SGD rate (Meta-SGD: initial value; NN(pre-trained) fine-tuning).',
+    'meta_optimizer': 'Server (outer) optimizer of MAML / Meta-SGD: sgd, momentum, adam.',
+    'meta_lr': 'beta: the server (outer) learning rate.',
+    'pretrain_optimizer': 'Optimizer of NN(pre-trained) / NN-unified pre-training.',
+    'pretrain_lr': 'Learning rate of that pre-training.',
+    'finetune_steps': 'NN-unified fine-tuning steps on the support set; -1 = eval_inner_steps.',
+    'self_optimizer': 'Optimizer of the models trained on the support set alone (SELF).',
+    'self_lr': 'Learning rate of those models.',
+    'self_steps': 'Training steps of the SELF models, comma-separated (service: "100,10000").',
+    'batch_size': 'Minibatch of pre-training / SELF steps: min(batch_size, half the user\'s data); '
+                  '<= 0 = all.',
+    'max_classes': 'service: C, the size of each user\'s local label space (40).',
+    'max_events': 'service: events per meta-training task (500, or half the user\'s events).',
+    'pretrain_steps': 'service: NN-unified pre-training steps (one user each).',
+    'synthetic_users': 'service without data_path: users in the generated log.',
+    'synthetic_services': 'service without data_path: services in the generated catalogue.',
+}
+FIELDS = {f.name: f for f in dataclasses.fields(RecommendConfig)}
+assert set(HELP) == set(FIELDS), set(HELP) ^ set(FIELDS)
+
+
+def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> RecommendConfig:
+  kwargs = {}
+  for key, value in raw.items():
+    if key not in FIELDS:
+      raise ConfigError(f'{source}: unknown key {key!r}; valid keys: {sorted(FIELDS)}.')
+    if isinstance(value, list):
+      value = ','.join(str(v) for v in value)
+    if isinstance(FIELDS[key].default, bool) and isinstance(value, str):
+      if value.lower() not in ('true', 'false', '1', '0'):
+        raise ConfigError(f'{source}: {key}: expected true or false, got {value!r}.')
+      value = value.lower() in ('true', '1')
+    kwargs[key] = _coerce(FIELDS[key], value, f'{source}: {key}')
+  return RecommendConfig(**kwargs)
+
+
+def load(path: str, overrides: Optional[Dict[str, Any]] = None) -> RecommendConfig:
+  if not os.path.exists(path):
+    raise ConfigError(f'Config file {path!r} does not exist; see configs/recommend/.')
+  try:
+    with open(path, 'rb') as f:
+      raw = tomllib.load(f)
+  except tomllib.TOMLDecodeError as e:
+    raise ConfigError(f'{path}: malformed TOML: {e}') from None
+  raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+  return from_dict(raw, path)
+
+
+def to_toml(cfg: RecommendConfig) -> str:
+  def fmt(v):
+    return '"' + v.replace('\\', '\\\\').replace('"', '\\"') + '"' if isinstance(v, str) else repr(v)
+  return ''.join(f'{k} = {fmt(getattr(cfg, k))}\n' for k in FIELDS)
+
+
+def define_flags(flags_module) -> None:
+  flags_module.DEFINE_list('config', [], 'TOML config(s) in configs/recommend/; several are run '
+                           'in turn and printed as one table.')
+  for name in FIELDS:
+    flags_module.DEFINE_string(name, None, f'{HELP[name]} Overrides the config.')
+
+
+def overrides_from_flags(flag_values) -> Dict[str, Any]:
+  return {n: getattr(flag_values, n) for n in FIELDS if getattr(flag_values, n) is not None}

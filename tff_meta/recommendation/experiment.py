@@ -1,0 +1,137 @@
+"""From a `RecommendConfig` to a table: data -> tasks -> each method -> rows.
+
+`TASKS` maps a task name to its data preparation, its `METHODS` registry and
+its table layout, so the program never branches on task or method names.
+Every TFF computation runs in the pool's context (a project-owned local
+worker by default, stopped by PID). Outputs in the run folder:
+`config.toml`, `results.json` (rows and curves), `table.md`, one sub-folder
+per trained method (`checkpoints/`, `curve.csv`) and `curve.png` (Fig. 2:
+metrics against training episodes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Callable, Dict, List, Optional, Tuple
+
+import tensorflow_federated as tff
+from absl import logging
+
+from tff_meta.recommendation import config as config_lib
+from tff_meta.recommendation import movielens_task, service_task
+from tff_meta.registry import Registry
+from tff_meta.runtime.pool import WorkerPool
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+  prepare: Callable
+  methods: Registry
+  default_methods: Tuple[str, ...]
+  format_table: Callable
+  curve_metrics: Tuple[str, ...]
+  settings: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+  def block_label(self, cfg) -> str:
+    return f'{round(100 * cfg.support_fraction)}% Support'
+
+
+TASKS: Registry = Registry('recommendation task')
+TASKS.add('movielens', Task(movielens_task.prepare, movielens_task.METHODS,
+                            movielens_task.DEFAULT_METHODS, movielens_task.format_table,
+                            ('rmse', 'precision@1', 'precision@3')))
+TASKS.add('service', Task(service_task.prepare, service_task.METHODS,
+                          service_task.DEFAULT_METHODS, service_task.format_table,
+                          ('top1', 'top4'), service_task.SETTINGS))
+
+
+@dataclasses.dataclass
+class RecommendResult:
+  config: config_lib.RecommendConfig
+  rows: List[dict]
+  curves: Dict[str, List[dict]]
+  data_summary: str
+
+  @property
+  def label(self) -> str:
+    return TASKS.get(self.config.task).block_label(self.config)
+
+
+def validate(cfg: config_lib.RecommendConfig) -> config_lib.RecommendConfig:
+  """The config's values, task and method names (errors name the valid ones)."""
+  task = TASKS.get(cfg.task)
+  for name in cfg.method_list or task.default_methods:
+    task.methods.get(name)
+  return cfg.validate()
+
+
+def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
+        show_progress: bool = True) -> RecommendResult:
+  cfg = validate(cfg)
+  task = TASKS.get(cfg.task)
+  out = cfg.resolved_output_dir()
+  os.makedirs(out, exist_ok=True)
+  with open(os.path.join(out, 'config.toml'), 'w') as f:
+    f.write(config_lib.to_toml(cfg))
+  data = task.prepare(cfg)
+  logging.info('%s', data.summary())
+  rows, curves = [], {}
+  own = WorkerPool.local(1, log_dir=out) if pool is None else None
+  try:
+    with tff.framework.get_context_stack().install((pool or own).context):
+      for name in cfg.method_list or task.default_methods:
+        results = task.methods.get(name)(cfg, data, show_progress)
+        for r in results if isinstance(results, list) else [results]:
+          row = r.row()
+          if task.settings:
+            row = {'setting': task.settings[name], **row}
+          rows.append(row)
+          if r.curve:
+            curves[r.method] = r.curve
+  finally:
+    if own is not None:
+      own.close()
+  result = RecommendResult(cfg, rows, curves, data.summary())
+  with open(os.path.join(out, 'results.json'), 'w') as f:
+    json.dump({'data': result.data_summary, 'rows': rows, 'curves': curves}, f, indent=2,
+              default=float)
+  with open(os.path.join(out, 'table.md'), 'w') as f:
+    f.write(task.format_table([(result.label, rows)]) + '\n')
+  if curves:
+    plot_curves(curves, task.curve_metrics, os.path.join(out, 'curve.png'), result.label)
+  return result
+
+
+def format_results(results: List[RecommendResult]) -> str:
+  """One table per task, in the paper's layout, blocks in config order."""
+  parts = []
+  for name in dict.fromkeys(r.config.task for r in results):
+    blocks = [(r.label, r.rows) for r in results if r.config.task == name]
+    parts.append(TASKS.get(name).format_table(blocks))
+  return '\n\n'.join(parts)
+
+
+def plot_curves(curves: Dict[str, List[dict]], names: Tuple[str, ...], path: str,
+                title: str) -> None:
+  """Fig. 2: each metric against training episodes, one line per method."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  groups = [names[:1], names[1:]] if len(names) > 1 else [names]
+  fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
+  for ax, group in zip(axes[0], groups):
+    for method, rows in curves.items():
+      for metric in group:
+        style = '-' if metric == group[0] else '--'
+        ax.plot([r['episode'] for r in rows], [r[metric] for r in rows], style,
+                label=f'{method} {metric}' if len(group) > 1 else method)
+    ax.set_xlabel('training episodes')
+    ax.set_ylabel(', '.join(group))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+  fig.suptitle(title)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)

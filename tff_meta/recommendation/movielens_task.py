@@ -1,0 +1,167 @@
+"""MovieLens-100k rating prediction (Chen et al. 2018b Sec. 3.1, Table 3, Figs. 2-3).
+
+Methods (`METHODS`): `maml`, `metasgd` (FedMeta process, squared error,
+`rating_mlp`), `nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
+(`baselines`). Metrics: RMSE over all query ratings and Precision@{1,3,10}
+averaged over test users (`metrics`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from tff_meta.data.movielens import RatingsDataset, load_movielens
+from tff_meta.data.types import DataError
+from tff_meta.learning import losses
+from tff_meta.models import build_model_spec
+from tff_meta.recommendation import baselines, evaluation, features, methods, metrics, tasks
+from tff_meta.recommendation.training import Trainer
+from tff_meta.registry import Registry
+
+K_VALUES = (1, 3, 10)
+METRICS = ('rmse',) + tuple(f'precision@{k}' for k in K_VALUES)
+
+
+@dataclasses.dataclass
+class MovieLensData:
+  tasks: tasks.RatingTasks
+  items: tasks.RatingTasks          # the same episodes with item ids as x (for SVD++)
+  dataset: RatingsDataset
+
+  def summary(self) -> str:
+    return f'{self.dataset.description}; {self.tasks.summary()}'
+
+
+def prepare(cfg) -> MovieLensData:
+  if not cfg.data_path:
+    raise DataError('task = "movielens" needs data_path (flag --data_path): the unzipped ml-100k '
+                    'folder from https://grouplens.org/datasets/movielens/100k/ (MovieLens terms '
+                    'forbid redistribution, so it is not shipped).')
+  ds = load_movielens(cfg.data_path)
+  encoder = features.MovieLensEncoder.for_dataset(ds)
+  split = dict(support_fraction=cfg.support_fraction,
+               train_support_fraction=cfg.train_support_fraction,
+               train_user_fraction=cfg.train_user_fraction, seed=cfg.seed)
+  encoded = tasks.encode_users(ds.clients, encoder.encode)
+  items = tasks.encode_users(ds.clients, lambda u: u.features['item'][:, None])
+  return MovieLensData(tasks.rating_tasks(encoded, **split), tasks.rating_tasks(items, **split), ds)
+
+
+def score(predictions, episodes) -> Dict[str, float]:
+  preds = [np.ravel(p) for p in predictions]
+  ratings = [e.query_y for e in episodes]
+  out = {'rmse': metrics.rmse(preds, ratings)}
+  for k in K_VALUES:
+    out[f'precision@{k}'] = metrics.precision_at_k(preds, ratings, k)
+  return out
+
+
+def _model(cfg, data: MovieLensData):
+  return build_model_spec('rating_mlp', (data.tasks.feature_dim,), 1, seed=cfg.seed,
+                          hidden_units=cfg.hidden_units)
+
+
+def _curve_users(cfg, episodes: List) -> List:
+  return episodes[:cfg.eval_users] if cfg.eval_users > 0 else episodes
+
+
+def _meta(cfg, data: MovieLensData, show_progress: bool, *, variant: str, display: str):
+  train = [e.tensors() for e in data.tasks.train]
+  return methods.meta_learning(
+      cfg, name=variant, display=display, variant=variant, model=_model(cfg, data),
+      loss=losses.SQUARED_ERROR,
+      train_batch=lambda ep: [train[i] for i in methods.sample_users(len(train), cfg, ep)],
+      test=data.tasks.test, curve_test=_curve_users(cfg, data.tasks.test), score=score,
+      show_progress=show_progress)
+
+
+def nn_pretrained(cfg, data: MovieLensData, show_progress: bool):
+  """Pre-trained on all training users' data (one user per episode), fine-tuned on support
+  with the adaptation MAML uses (eval_inner_steps SGD steps at inner_lr)."""
+  model = _model(cfg, data)
+  trainer = Trainer(model, losses.SQUARED_ERROR, cfg.pretrain_optimizer, cfg.pretrain_lr, 0)
+  train = data.tasks.train
+  params = lambda w: {'weights': list(w)}
+  predict = evaluation.build_predict(
+      model, evaluation.params_type(params(model.initial_trainable)), loss=losses.SQUARED_ERROR,
+      inner_lr=cfg.inner_lr, steps=cfg.adapt_steps)
+
+  def user_data(episode):
+    e = train[methods.sample_user(len(train), cfg, episode)]
+    return e.all_x, e.all_y
+
+  def evaluate(weights, curve):
+    eps = _curve_users(cfg, data.tasks.test) if curve else data.tasks.test
+    return score(predict(params(weights), evaluation.prediction_inputs(eps)), eps)
+
+  return methods.pretraining(cfg, name='nn_pretrained', display='NN(pre-trained)', model=model,
+                             trainer=trainer, episodes=cfg.episodes, user_data=user_data,
+                             evaluate=evaluate, show_progress=show_progress)
+
+
+def nn_self(cfg, data: MovieLensData, show_progress: bool):
+  """The rating model trained on each test user's support set alone (self_steps steps)."""
+  del show_progress
+  model = _model(cfg, data)
+  trainer = Trainer(model, losses.SQUARED_ERROR, cfg.self_optimizer, cfg.self_lr, cfg.batch_size)
+  steps = cfg.self_step_list[-1]
+  preds = [trainer.predict(trainer.fit(model.initial_trainable, e.support_x, e.support_y, steps,
+                                       seed=cfg.seed), e.query_x) for e in data.tasks.test]
+  return methods.MethodResult('NN(self)', score(preds, data.tasks.test), [],
+                              model.num_parameters, model.num_parameters)
+
+
+def _svd_users(data: MovieLensData) -> Dict[str, Dict[str, np.ndarray]]:
+  return {e.user: {'support_item': e.support_x[:, 0], 'support_rating': e.support_y,
+                   'query_item': e.query_x[:, 0]} for e in data.items.test}
+
+
+def svdpp_self(cfg, data: MovieLensData, show_progress: bool):
+  del show_progress
+  preds = baselines.svdpp_self(_svd_users(data), seed=cfg.seed)
+  return methods.MethodResult('SVD++(self)', score(preds, data.tasks.test))
+
+
+def svdpp_global(cfg, data: MovieLensData, show_progress: bool):
+  del show_progress
+  train = [(e.user, int(i), float(r)) for e in data.items.train
+           for i, r in zip(e.all_x[:, 0], e.all_y)]
+  preds = baselines.svdpp_global(train, _svd_users(data), seed=cfg.seed)
+  return methods.MethodResult('SVD++(global)', score(preds, data.tasks.test))
+
+
+METHODS: Registry = Registry('movielens method')
+METHODS.add('svdpp_self', svdpp_self)
+METHODS.add('svdpp_global', svdpp_global)
+METHODS.add('nn_self', nn_self)
+METHODS.add('nn_pretrained', nn_pretrained)
+METHODS.add('maml', functools.partial(_meta, variant='maml', display='MAML'))
+METHODS.add('metasgd', functools.partial(_meta, variant='metasgd', display='Meta-SGD'))
+DEFAULT_METHODS = ('svdpp_self', 'svdpp_global', 'nn_self', 'nn_pretrained', 'maml', 'metasgd')
+
+
+def format_table(blocks: List[Tuple[str, List[dict]]]) -> str:
+  """Table 3 layout: per "p% Support" block, RMSE and Precision@k per method, then the
+  relative improvement of MAML over NN(pre-trained)."""
+  lines = [f'| setting | method | RMSE | Precision@1 | Precision@3 | Precision@10 |',
+           '|---|---|---|---|---|---|']
+  for label, rows in blocks:
+    by = {r['method']: r for r in rows}
+    for r in rows:
+      cells = [f'{r["rmse"]:.4f}'] + [f'{100 * r[f"precision@{k}"]:.2f}%' for k in K_VALUES]
+      lines.append(f'| {label} | {r["method"]} | ' + ' | '.join(cells) + ' |')
+    if 'MAML' in by and 'NN(pre-trained)' in by:
+      m, n = by['MAML'], by['NN(pre-trained)']
+      cells = [f'{100 * (n["rmse"] - m["rmse"]) / n["rmse"]:.2f}%'] + [
+          f'{100 * (m[k] - n[k]) / n[k]:.2f}%' if n[k] else 'n/a'
+          for k in (f'precision@{k}' for k in K_VALUES)]
+      lines.append(f'| {label} | Improvement (MAML vs NN(pre-trained)) | ' + ' | '.join(cells) + ' |')
+  sizes = {r['method']: r for _, rows in blocks for r in rows if r.get('model_params')}
+  if sizes:
+    lines += ['', '| method | # parameters: algorithm | model |', '|---|---|---|']
+    lines += [f'| {m} | {r["algorithm_params"]} | {r["model_params"]} |' for m, r in sizes.items()]
+  return '\n'.join(lines)

@@ -1,0 +1,107 @@
+"""The server state stays on the TFF worker between rounds (issue #8).
+
+TFF's execution contexts serialize every argument of every call and
+materialize every result: each round the server state (theta plus optimizer
+slots, ~79 MB for the FEMNIST CNN with Adam) is serialized in Python, sent to
+the C++ worker, and sent back. Most of a FEMNIST round's overhead is there
+(docs/RESULTS.md, performance section).
+
+`ResidentRounds` calls the *same* compiled `process.next` through TFF's own
+executor API (`tff.framework.RemoteExecutor`, the layer the execution contexts
+are built on): the state becomes a remote value on the worker, each round
+is `create_call(next, <state_ref, data>)`, and only the round's metrics are
+computed (fetched). The state is fetched only on rounds where the caller
+needs it (evaluation, checkpoints, the last round). Old remote values are
+disposed by TFF's finalizers. One worker only (the mergeable form of worker
+pools materializes every call's result).
+
+Type signature of the call (S = state, D = one client's data, M = metrics):
+    next: (<state=S@SERVER, client_data={D}@CLIENTS> -> <S@SERVER, M@SERVER>)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+from typing import Callable, Sequence
+
+import grpc
+import tensorflow_federated as tff
+
+from tff_meta.runtime.workers import GRPC_OPTIONS
+
+
+class _LoopThread:
+  """An event loop on its own thread, so sync callers (also inside asyncio.run) can wait."""
+
+  def __init__(self):
+    self.loop = asyncio.new_event_loop()
+    self._thread = threading.Thread(target=self.loop.run_forever, name='tff-resident',
+                                    daemon=True)
+    self._thread.start()
+
+  def run(self, coro):
+    return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+  def close(self):
+    self.loop.call_soon_threadsafe(self.loop.stop)
+    self._thread.join()
+    self.loop.close()
+
+
+class ResidentRounds:
+  """Per-round interface (like `multi_round.ChunkedRounds`) with the state on the worker.
+
+  `next(state, round_num)` runs round `round_num` on `round_batch(round_num)`.
+  The state is uploaded when it is not the one this object last returned;
+  it is fetched and returned on rounds with `must_stop(round_num)`, otherwise
+  the given `state` is returned unchanged (it is then stale: the current
+  state lives on the worker).
+  """
+
+  def __init__(self, process, address: str, num_clients: int,
+               round_batch: Callable[[int], Sequence], must_stop: Callable[[int], bool]):
+    self._process = process
+    self._round_batch = round_batch
+    self._must_stop = must_stop
+    self._channel = grpc.insecure_channel(address, GRPC_OPTIONS)
+    self._executor = tff.framework.RemoteExecutor(
+        tff.framework.RemoteExecutorGrpcStub(self._channel))
+    self._executor.set_cardinalities({tff.CLIENTS: num_clients})
+    self._loop = _LoopThread()
+    compiled = tff.backends.native.compiler.desugar_and_transform_to_native(process.next)
+    self._types = process.next.type_signature
+    self._fn = self._loop.run(self._executor.create_value(compiled, compiled.type_signature))
+    self._remote_state = None
+    self._returned = None   # the Python state this object last returned
+
+  async def _round(self, state, batch):
+    if state is not self._returned or self._remote_state is None:
+      self._remote_state = await self._executor.create_value(state, self._types.parameter[0])
+    data = await self._executor.create_value(list(batch), self._types.parameter[1])
+    names = [name for name, _ in tff.structure.iter_elements(self._types.parameter)]
+    arg = await self._executor.create_struct(
+        collections.OrderedDict(zip(names, (self._remote_state, data))))
+    call = await self._executor.create_call(self._fn, arg)
+    self._remote_state = await self._executor.create_selection(call, 0)
+    metrics = await (await self._executor.create_selection(call, 1)).compute()
+    return tff.types.type_to_py_container(metrics, self._types.result[1])
+
+  async def _fetch(self):
+    value = await self._remote_state.compute()
+    return tff.types.type_to_py_container(value, self._types.result[0])
+
+  def next(self, state, round_num: int):
+    metrics = self._loop.run(self._round(state, self._round_batch(round_num)))
+    if self._must_stop(round_num):
+      state = self._returned = self._loop.run(self._fetch())
+    else:
+      self._returned = state
+    return state, metrics
+
+  def close(self) -> None:
+    self._remote_state = self._fn = None
+    self._executor.close()
+    self._loop.close()
+    self._channel.close()
