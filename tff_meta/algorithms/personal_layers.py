@@ -109,13 +109,16 @@ def choose_personal(model, split, shared, candidates, client_state, support_x, s
   """A known client's own personal part; for a new one, the best stored candidate on its support."""
   stacked = candidates['personal']
   count = int(stacked[0].shape[0])
-  support_losses = tf.stack([
-      losses.cross_entropy(model.logits(split.merge(shared, [c[k] for c in stacked]), support_x),
-                           support_y) for k in range(count)])
-  best = tf.argmin(support_losses, output_type=tf.int32)
-  known = client_state['visits'] > 0.0
-  return [tf.where(known, own, tf.gather(c, best))
-          for own, c in zip(client_state['personal'], stacked)]
+
+  def best_stored():   # only new clients pay for scoring the candidates
+    support_losses = tf.stack([
+        losses.cross_entropy(model.logits(split.merge(shared, [c[k] for c in stacked]), support_x),
+                             support_y) for k in range(count)])
+    best = tf.argmin(support_losses, output_type=tf.int32)
+    return [tf.gather(c, best) for c in stacked]
+
+  return tf.cond(client_state['visits'] > 0.0, lambda: list(client_state['personal']),
+                 best_stored)
 
 
 def _initial_state(split, model):
@@ -163,10 +166,9 @@ def _build(model, hp: base.Hparams, *, kind: str, name: str, display_name: str, 
     shared = params['weights']
     personal = choose_personal(model, split, shared, candidates, client_state, support_x, support_y)
     if kind == 'fedrep':   # new clients fit the head; known ones keep theirs
-      fitted, _ = _fit_head(model, split, optimizer, hp.head_epochs, hp.batch_size, shared,
-                            personal, support_x, support_y)
-      known = client_state['visits'] > 0.0
-      personal = [tf.where(known, p, f) for p, f in zip(personal, fitted)]
+      fit = lambda: _fit_head(model, split, optimizer, hp.head_epochs, hp.batch_size, shared,
+                              personal, support_x, support_y)[0]
+      personal = tf.cond(client_state['visits'] > 0.0, lambda: list(personal), fit)
     full = split.merge(shared, personal)
     if kind == 'meta':
       rates = params['rates'] if 'rates' in params else hp.inner_lr
