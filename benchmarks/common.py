@@ -39,6 +39,17 @@ def define_setup_flags(model: str, clients: int, algorithm: str = 'fedmeta_maml'
   flags.DEFINE_string('cache_dir', '../shared/data/tff', 'TFF sqlite folder (emnist, shakespeare).')
   flags.DEFINE_integer('clients', clients, 'Clients per round.')
   flags.DEFINE_integer('examples', 100, 'Examples per client (support 20%, query 80%).')
+  flags.DEFINE_list('worker_env', [], 'KEY=VALUE environment of every TFF worker, e.g. '
+                    'MALLOC_ARENA_MAX=2, or TF_NUM_INTRAOP_THREADS=1,TF_NUM_INTEROP_THREADS=1 '
+                    '(one core per worker).')
+
+
+def worker_env(values) -> dict:
+  """--worker_env's KEY=VALUE items as a mapping (None when empty)."""
+  bad = [kv for kv in values if '=' not in kv]
+  if bad:
+    raise ValueError(f'--worker_env items must be KEY=VALUE, got {bad}.')
+  return dict(kv.split('=', 1) for kv in values) or None
 
 
 def load_clients(dataset: str, cache_dir: str, num_clients: int, examples: int):

@@ -34,8 +34,6 @@ flags.DEFINE_integer('rounds', 300, 'Rounds after warm-up.')
 flags.DEFINE_integer('warmup', 10, 'Rounds before the baseline sample.')
 flags.DEFINE_integer('every', 50, 'Sample RSS every N rounds.')
 flags.DEFINE_integer('rounds_per_call', 1, 'Rounds per TFF call.')
-flags.DEFINE_list('worker_env', [], 'KEY=VALUE environment of the worker, e.g. '
-                  'MALLOC_ARENA_MAX=2 (glibc arenas: fragmentation against a leak).')
 flags.DEFINE_bool('resident_state', False, 'Keep the state on the worker (runtime/resident.py).')
 FLAGS = flags.FLAGS
 
@@ -48,7 +46,7 @@ def main(argv):
   model = build_model_spec(FLAGS.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
   alg = common.build_algorithm(FLAGS.algorithm, model)
   k = FLAGS.rounds_per_call
-  env = dict(kv.split('=', 1) for kv in FLAGS.worker_env)
+  env = common.worker_env(FLAGS.worker_env)
   total = FLAGS.warmup + FLAGS.rounds
 
   def round_batch(r):
@@ -59,7 +57,7 @@ def main(argv):
         f'{FLAGS.clients} of {len(clients)} clients per round, rounds_per_call={k}, '
         f'resident_state={FLAGS.resident_state}, worker env {env}, '
         f'{FLAGS.rounds} rounds after {FLAGS.warmup} warm-up; {common.machine()}')
-  with WorkerPool.local(1, env=env or None) as pool:
+  with WorkerPool.local(1, env=env) as pool:
     pids = {'python': os.getpid(), 'worker': common.worker_pids(pool)[0]}
     sampled = lambda r: r == total or (r >= FLAGS.warmup and (r - FLAGS.warmup) % FLAGS.every == 0)
     if FLAGS.resident_state:

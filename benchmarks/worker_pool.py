@@ -39,10 +39,11 @@ def main(argv):
   model = build_model_spec(FLAGS.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
   alg = common.build_algorithm(FLAGS.algorithm, model)
   batch = client_data.round_data(alg.train_data, clients, 0, 1)
+  env = common.worker_env(FLAGS.worker_env)
   print(f'{alg.display_name}, {FLAGS.model} ({model.num_parameters:,} parameters), {FLAGS.clients} '
         f'clients x {FLAGS.examples} examples; median [min-max] of {FLAGS.rounds} rounds after '
-        f'{FLAGS.warmup} warm-up; {common.machine()}')
-  with WorkerPool.local(1) as one, WorkerPool.local(2) as two:
+        f'{FLAGS.warmup} warm-up; worker env {env}; {common.machine()}')
+  with WorkerPool.local(1, env=env) as one, WorkerPool.local(2, env=env) as two:
     pools = {1: one, 2: two}
     clocks = {n: common.Clock(common.worker_pids(p)) for n, p in pools.items()}
     with tff.framework.get_context_stack().install(one.context):

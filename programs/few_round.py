@@ -13,19 +13,15 @@ unseen classes, accuracy mean ± 95% CI over --test_episodes episodes, per
 Rounds run on a TFF worker pool (--executor/--workers/--local_workers).
 """
 
-import json
 import os
-import sys
-import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app, flags  # noqa: E402
-import tensorflow_federated as tff  # noqa: E402
 
-from tff_meta.fewround import baselines, deploy, process  # noqa: E402
+from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
-from tff_meta.fewround import tasks  # noqa: E402
+from tff_meta.fewround import experiment, tasks  # noqa: E402
 from tff_meta.program import executor, logs  # noqa: E402
 from tff_meta.program import errors  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
@@ -34,68 +30,6 @@ config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
 executor.define_flags(flags)
 FLAGS = flags.FLAGS
-
-
-def _table(cfg, rows) -> str:
-  header = '| method | ' + ' | '.join(f'R = {r}' for r in cfg.test_rounds) + \
-      ' | preparing rounds | seconds |'
-  lines = [header, '|' + '---|' * (len(cfg.test_rounds) + 3)]
-  for row in rows:
-    cells = ' | '.join(row['accuracy'][str(r)]['text'] for r in cfg.test_rounds)
-    lines.append(f"| {row['method']} | {cells} | {row['info'].get('communication_rounds', 0)} "
-                 f"| {row['seconds']:.0f} |")
-  return '\n'.join(lines)
-
-
-def _toml(cfg) -> str:
-  out = []
-  for key, value in cfg.__dict__.items():
-    if isinstance(value, dict):
-      continue
-    out.append(f'{key} = {json.dumps(list(value) if isinstance(value, tuple) else value)}')
-  for table in ('data', 'model_options'):
-    out.append(f'\n[{table}]')
-    out += [f'{k} = {json.dumps(v)}' for k, v in getattr(cfg, table).items()]
-  return '\n'.join(out) + '\n'
-
-
-def load_data(cfg):
-  data = tasks.load_class_split(cfg.dataset, cfg.class_split, cfg.seed, **cfg.data)
-  print(f'{data.description}; classes per part: '
-        f'{ {k: len(v) for k, v in data.classes.items()} }', flush=True)
-  return data
-
-
-def _write(cfg, out, rows) -> str:
-  table = _table(cfg, rows)
-  with open(os.path.join(out, 'results.json'), 'w') as f:
-    json.dump({'config': _toml(cfg), 'results': rows}, f, indent=1)
-  with open(os.path.join(out, 'results.md'), 'w') as f:
-    f.write(table + '\n')
-  return table
-
-
-def run(cfg, data, pool, progress: bool, out: str):
-  """Prepares and tests every method (results written after each); returns the rows."""
-  ctx = baselines.Context(cfg, data, progress)
-  rows = []
-  with tff.framework.get_context_stack().install(pool.context):
-    for name in cfg.methods:
-      start = time.time()
-      with pool.watch(f'method {name}'):
-        prepared = baselines.METHODS.get(name)(ctx)
-        computations = process.build_round(prepared.model, prepared.hparams, ctx.spec)
-        summaries = deploy.test_episodes(
-            computations, prepared.weights,
-            lambda i: ctx.episode(cfg.eval_part, baselines.TEST_STREAM, i), cfg.test_episodes,
-            cfg.test_rounds, progress, desc=f'test {name}')
-      row = {'method': name, 'seconds': time.time() - start, 'info': prepared.info,
-             'accuracy': {str(r): {'mean': s.mean, 'ci95': s.ci95, 'episodes': s.episodes,
-                                   'text': str(s)} for r, s in summaries.items()}}
-      print(f"{name}: " + ', '.join(f'R={r} {s}' for r, s in summaries.items()), flush=True)
-      rows.append(row)
-      _write(cfg, out, rows)
-  return rows
 
 
 def main(argv):
@@ -111,13 +45,13 @@ def main(argv):
     out = cfg.resolved_output_dir()
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, 'config.toml'), 'w') as f:
-      f.write(_toml(cfg))
-    data = load_data(cfg)
+      f.write(experiment.to_toml(cfg))
+    data = experiment.load_data(cfg)
     with executor.make_pool(FLAGS, log_dir=out) as pool:
-      rows = run(cfg, data, pool, FLAGS.progress, out)
+      rows = experiment.run(cfg, data, pool, FLAGS.progress, out)
   except (*USER_ERRORS, ValueError) as e:
     errors.fail(e)
-  print(_write(cfg, out, rows))
+  print(experiment.write(cfg, out, rows))
   print(f'\nOutputs in {out}')
 
 

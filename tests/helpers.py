@@ -137,6 +137,68 @@ def check_states_follow_clients(proc, client_datas):
   return first
 
 
+def stateful_setup(name, hparams):
+  """(model, data, algorithm) for testing the stateful algorithm `name` on the digits MLP."""
+  from tff_meta.algorithms import ALGORITHMS  # pylint: disable=g-import-not-at-top
+  data = digits_protocol()
+  model = mlp_spec()
+  return model, data, ALGORITHMS.get(name)(model, hparams)
+
+
+def full_data_clients(data, count=2):
+  """The first `count` training clients' full data, as a stateful round takes them."""
+  return [collections.OrderedDict(x=data.train[i].all.x, y=data.train[i].all.y)
+          for i in range(count)]
+
+
+def client_update_from_perturbed(setup, personal):
+  """`client_update` of a `stateful_setup` algorithm on training client 0's full data.
+
+  The params are <weights=w> and the client state `with_visits(personal(v))`,
+  with w and v the initial weights perturbed with seeds 0 and 1. Returns
+  (client, w, v, contribution, new_state).
+  """
+  from tff_meta.algorithms import stateful  # pylint: disable=g-import-not-at-top
+  model, data, alg = setup
+  client = data.train[0].all
+  w = perturbed(model.initial_trainable, 0)
+  v = perturbed(model.initial_trainable, 1)
+  out, new_state = alg.process.client_update(
+      collections.OrderedDict(weights=w), stateful.with_visits(personal(v)),
+      collections.OrderedDict(x=client.x, y=client.y))
+  return client, w, v, out, new_state
+
+
+def evaluate_known_and_new(setup, personal, visits):
+  """`evaluate` of a `stateful_setup` algorithm on a known client and a new one.
+
+  The params are <weights=w>; the known client (training client 0) keeps the
+  state `with_visits(personal(v))` with `visits` (> 0: it took part in
+  training); the new one (test client 0) has `initial_client_state`, which is
+  also the one candidate. w and v are the initial weights perturbed with
+  seeds 2 and 3. Returns (known, new, w, v, per-client results).
+  """
+  from tff_meta.algorithms import stateful  # pylint: disable=g-import-not-at-top
+  model, data, alg = setup
+  known, new = data.train[0], data.test[0]
+  w = perturbed(model.initial_trainable, 2)
+  v = perturbed(model.initial_trainable, 3)
+  states = [stateful.with_visits(personal(v)), alg.process.initial_client_state]
+  states[0]['visits'] = np.float32(visits)
+  candidates = stateful.stack_states([], 1, alg.process.initial_client_state)
+  out = alg.evaluate(collections.OrderedDict(weights=w), candidates, states,
+                     [episode(known), episode(new)])
+  return known, new, w, v, out
+
+
+def assert_bad_hparams(name, model, change, match):
+  """Building algorithm `name` with `Hparams(**change)` raises a ValueError matching `match`."""
+  import pytest  # pylint: disable=g-import-not-at-top
+  from tff_meta.algorithms import ALGORITHMS, Hparams  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ValueError, match=match):
+    ALGORITHMS.get(name)(model, Hparams(**change))
+
+
 def program_env():
   """The environment for running a program binary in a test subprocess."""
   import os  # pylint: disable=g-import-not-at-top
@@ -163,3 +225,40 @@ def csv_rounds(path):
   import csv  # pylint: disable=g-import-not-at-top
   with open(path, newline='') as f:
     return [int(r['round']) for r in csv.DictReader(f)]
+
+
+def alive(pid):
+  """Whether process `pid` exists and is not a zombie."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except (FileNotFoundError, ProcessLookupError):
+    return False
+
+
+def kill_run_at_checkpoint(cmd, out, round_num, worker_exit_s, timeout=240):
+  """Starts the program run `cmd` (output dir `out`) and SIGKILLs it at a checkpoint.
+
+  Waits for the checkpoint of round `round_num`, kills the run, then waits up
+  to `worker_exit_s` seconds for its TFF workers to exit (on the parent's
+  death, PDEATHSIG). Returns those workers' PIDs.
+  """
+  import signal  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import time  # pylint: disable=g-import-not-at-top
+  from tests.conftest import REPO  # pylint: disable=g-import-not-at-top
+  proc = subprocess.Popen(cmd, cwd=REPO, env=program_env(), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+  deadline = time.time() + timeout
+  while not (out / 'checkpoints' / f'program_state_{round_num}').exists():
+    assert proc.poll() is None, 'run ended before it could be killed'
+    assert time.time() < deadline, f'no checkpoint for round {round_num} appeared'
+    time.sleep(0.02)
+  workers = workers_of(proc.pid)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  deadline = time.time() + worker_exit_s
+  while any(alive(p) for p in workers):
+    assert time.time() < deadline, 'the killed run\'s worker survived'
+    time.sleep(0.1)
+  return workers

@@ -1,14 +1,12 @@
 """APFL (Deng et al. 2020, Alg. 1, adaptive alpha) against a plain-TF reference."""
 
-import collections
-
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import helpers
-from tff_meta.algorithms import ALGORITHMS, Hparams, stateful
+from tff_meta.algorithms import Hparams
 from tff_meta.algorithms.apfl import ClipLastToUnit
 
 LR, EPOCHS, BATCH, ALPHA = 0.1, 2, 8, 0.4
@@ -18,9 +16,7 @@ HP = Hparams(client_optimizer='sgd', client_lr=LR, local_epochs=EPOCHS, batch_si
 
 @pytest.fixture(scope='module')
 def setup():
-  data = helpers.digits_protocol()
-  model = helpers.mlp_spec()
-  return model, data, ALGORITHMS.get('apfl')(model, HP)
+  return helpers.stateful_setup('apfl', HP)
 
 
 def _mix(alpha, v, w):
@@ -45,14 +41,8 @@ def reference_local(w, v, alpha, x, y):
 
 
 def test_client_update_matches_the_three_updates(tff_context, setup):
-  model, data, alg = setup
-  client = data.train[0].all
-  w = helpers.perturbed(model.initial_trainable, 0)
-  v = helpers.perturbed(model.initial_trainable, 1)
-  out, new_state = alg.process.client_update(
-      collections.OrderedDict(weights=w),
-      stateful.with_visits({'personal': v, 'alpha': np.float32(ALPHA)}),
-      collections.OrderedDict(x=client.x, y=client.y))
+  client, w, v, out, new_state = helpers.client_update_from_perturbed(
+      setup, lambda v: {'personal': v, 'alpha': np.float32(ALPHA)})
   ref_w, ref_v, ref_alpha = reference_local(w, v, ALPHA, client.x, client.y)
   assert out['weight'] == 1.0   # uniform mean over the sampled clients
   helpers.assert_rel_close(out['weighted_update']['weights'],
@@ -74,23 +64,13 @@ def test_alpha_is_clipped_to_unit_interval():
 
 def test_states_persist_per_client(tff_context, setup):
   _, data, alg = setup
-  clients = [collections.OrderedDict(x=data.train[i].all.x, y=data.train[i].all.y)
-             for i in range(2)]
-  states = helpers.check_states_follow_clients(alg.process, clients)
+  states = helpers.check_states_follow_clients(alg.process, helpers.full_data_clients(data))
   assert states[0]['alpha'] != states[1]['alpha']
 
 
 def test_evaluation_mixes_own_or_adapted_personal_model_with_w(tff_context, setup):
-  model, data, alg = setup
-  known, new = data.train[0], data.test[0]
-  w = helpers.perturbed(model.initial_trainable, 2)
-  v = helpers.perturbed(model.initial_trainable, 3)
-  states = [stateful.with_visits({'personal': v, 'alpha': np.float32(0.7)}),
-            alg.process.initial_client_state]
-  states[0]['visits'] = np.float32(4.0)
-  candidates = stateful.stack_states([], 1, alg.process.initial_client_state)
-  out = alg.evaluate(collections.OrderedDict(weights=w), candidates, states,
-                     [helpers.episode(known), helpers.episode(new)])
+  known, new, w, v, out = helpers.evaluate_known_and_new(
+      setup, lambda v: {'personal': v, 'alpha': np.float32(0.7)}, visits=4.0)
   _, v_new, alpha_new = reference_local(w, w, ALPHA, new.support.x, new.support.y)
   for result, weights, client in [(out[0], _mix(0.7, v, w), known),
                                   (out[1], _mix(alpha_new, v_new, w), new)]:
@@ -103,6 +83,4 @@ def test_evaluation_mixes_own_or_adapted_personal_model_with_w(tff_context, setu
     (dict(local_epochs=0), 'local_epochs >= 1'),
 ])
 def test_bad_input(setup, change, match):
-  model, _, _ = setup
-  with pytest.raises(ValueError, match=match):
-    ALGORITHMS.get('apfl')(model, Hparams(**change))
+  helpers.assert_bad_hparams('apfl', setup[0], change, match)

@@ -1,12 +1,10 @@
 """Ditto (Li et al. 2021, Alg. 1) against plain-TF references."""
 
-import collections
-
 import numpy as np
 import pytest
 
 from tests import helpers
-from tff_meta.algorithms import ALGORITHMS, Hparams, stateful
+from tff_meta.algorithms import Hparams
 
 LR, EPOCHS, PERSONAL_EPOCHS, BATCH, LAM = 0.1, 1, 2, 8, 0.5
 HP = Hparams(client_optimizer='sgd', client_lr=LR, local_epochs=EPOCHS,
@@ -15,9 +13,7 @@ HP = Hparams(client_optimizer='sgd', client_lr=LR, local_epochs=EPOCHS,
 
 @pytest.fixture(scope='module')
 def setup():
-  data = helpers.digits_protocol()
-  model = helpers.mlp_spec()
-  return model, data, ALGORITHMS.get('ditto')(model, HP)
+  return helpers.stateful_setup('ditto', HP)
 
 
 def reference_personal(global_weights, personal, x, y, epochs=PERSONAL_EPOCHS):
@@ -28,13 +24,8 @@ def reference_personal(global_weights, personal, x, y, epochs=PERSONAL_EPOCHS):
 
 
 def test_client_update_global_and_personal(tff_context, setup):
-  model, data, alg = setup
-  client = data.train[0].all
-  w = helpers.perturbed(model.initial_trainable, 0)
-  v = helpers.perturbed(model.initial_trainable, 1)
-  out, new_state = alg.process.client_update(
-      collections.OrderedDict(weights=w), stateful.with_visits({'personal': v}),
-      collections.OrderedDict(x=client.x, y=client.y))
+  client, w, v, out, new_state = helpers.client_update_from_perturbed(
+      setup, lambda v: {'personal': v})
   trained = helpers.reference_minibatch_sgd(w, client.x, client.y, LR, EPOCHS, BATCH)
   n = len(client.y)   # example weighting, as FedAvg
   assert out['weight'] == n
@@ -46,22 +37,13 @@ def test_client_update_global_and_personal(tff_context, setup):
 
 def test_personal_states_persist_per_client(tff_context, setup):
   _, data, alg = setup
-  clients = [collections.OrderedDict(x=data.train[i].all.x, y=data.train[i].all.y)
-             for i in range(2)]
-  states = helpers.check_states_follow_clients(alg.process, clients)
+  states = helpers.check_states_follow_clients(alg.process, helpers.full_data_clients(data))
   assert np.max(np.abs(states[0]['personal'][2] - states[1]['personal'][2])) > 1e-4
 
 
 def test_evaluation_known_uses_v_new_trains_proximal_from_w(tff_context, setup):
-  model, data, alg = setup
-  known, new = data.train[0], data.test[0]
-  w = helpers.perturbed(model.initial_trainable, 2)
-  v = helpers.perturbed(model.initial_trainable, 3)
-  states = [stateful.with_visits({'personal': v}), alg.process.initial_client_state]
-  states[0]['visits'] = np.float32(2.0)
-  candidates = stateful.stack_states([], 1, alg.process.initial_client_state)
-  out = alg.evaluate(collections.OrderedDict(weights=w), candidates, states,
-                     [helpers.episode(known), helpers.episode(new)])
+  known, new, w, v, out = helpers.evaluate_known_and_new(
+      setup, lambda v: {'personal': v}, visits=2.0)
   adapted = reference_personal(w, w, new.support.x, new.support.y)
   for result, weights, client in [(out[0], v, known), (out[1], adapted, new)]:
     helpers.assert_query_loss(result, weights, client)
@@ -73,6 +55,4 @@ def test_evaluation_known_uses_v_new_trains_proximal_from_w(tff_context, setup):
     (dict(personal_epochs=0), 'personal_epochs >= 1'),
 ])
 def test_bad_input(setup, change, match):
-  model, _, _ = setup
-  with pytest.raises(ValueError, match=match):
-    ALGORITHMS.get('ditto')(model, Hparams(**change))
+  helpers.assert_bad_hparams('ditto', setup[0], change, match)

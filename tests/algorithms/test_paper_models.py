@@ -70,3 +70,29 @@ def test_sent140_lstm_with_glove(tff_context, tmp_path):
   model = _one_round(ds, 'sent140_lstm', units=8,
                      embedding_matrix=ds.extras['embeddings'])
   assert model.frozen[0].shape[1] == 300
+
+
+def test_fedavg_minibatch_training_runs_the_character_lstm(tff_context):
+  """FedAvg's local minibatch loop takes the gradient of a Keras RNN inside TFF
+  (it used to fail inside `Dataset.reduce`: 'You must feed a value for
+  placeholder tensor input_1')."""
+  from tff_meta.algorithms import ALGORITHMS, Hparams  # pylint: disable=g-import-not-at-top
+  ds = load_dataset('leaf_shakespeare', path=os.path.join(SHARED_DATA, 'leaf', 'shakespeare'),
+                    max_clients=4)
+  data = protocol.prepare(ds, support_fraction=0.5, min_samples=4, seed=0,
+                          client_split=(0.5, 0.0, 0.5))
+  model = build_model_spec('shakespeare_lstm', ds.element_shape, ds.num_classes,
+                           x_dtype=ds.x_dtype, units=8)
+  alg = ALGORITHMS.get('fedavg')(model, Hparams(client_optimizer='sgd', client_lr=0.5,
+                                                batch_size=4, local_epochs=1))
+  state = alg.process.initialize()
+  batch = client_data.round_data(alg.train_data, data.train[:2], 0, 1)
+  for c in batch:
+    for k in c:
+      c[k] = c[k][:10]
+  new_state, metrics = alg.process.next(state, batch)
+  assert metrics['num_rejected'] == 0 and metrics['num_examples'] == 20
+  assert np.isfinite(metrics['loss_sum'])
+  moved = [not np.allclose(a, b) for a, b in zip(state['params']['weights'],
+                                                  new_state['params']['weights'])]
+  assert all(moved), f'weights not updated: {moved}'

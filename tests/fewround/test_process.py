@@ -14,41 +14,11 @@ import tensorflow as tf
 
 from tff_meta.fewround import process as P
 from tff_meta.fewround import prototypes as pl
-from tff_meta.fewround.model import build_few_round_model
+from tests.fewround import fixtures
 
-SHAPE = (8, 8)
-WAYS = 3
-
-
-def tiny(classifier='distance'):
-  return build_few_round_model('conv4', SHAPE, classifier, WAYS, seed=0, filters=4, blocks=2,
-                               groups=2)
-
-
-def client(rng, support_per_class, query=4, classes=(0, 1, 2)):
-  sy = np.concatenate([np.full(n, c) for c, n in zip(classes, support_per_class)])
-  qy = rng.choice(classes, query)
-  return collections.OrderedDict(
-      support_x=rng.normal(size=(len(sy),) + SHAPE).astype(np.float32),
-      support_y=sy.astype(np.int32),
-      query_x=rng.normal(size=(query,) + SHAPE).astype(np.float32),
-      query_y=qy.astype(np.int32), num_ways=np.int32(WAYS))
-
-
-def clients():
-  rng = np.random.default_rng(0)
-  # different support sizes; the last client lacks class 2
-  return [client(rng, (2, 2, 2)), client(rng, (5, 1, 3), query=6),
-          client(rng, (3, 4), classes=(0, 1))]
-
-
-def in_graph(fn, *args):
-  """Runs a pure-TF function of numpy inputs in a graph (functional models need one)."""
-  graph = tf.Graph()
-  with graph.as_default():
-    out = fn(*tf.nest.map_structure(tf.constant, args))
-  with tf.compat.v1.Session(graph=graph) as sess:
-    return sess.run(out)
+SHAPE, WAYS = fixtures.SHAPE, fixtures.WAYS
+tiny, client, clients, in_graph = (fixtures.tiny, fixtures.client, fixtures.clients,
+                                   fixtures.in_graph)
 
 
 @pytest.fixture(scope='module')

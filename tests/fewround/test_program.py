@@ -1,15 +1,18 @@
 """programs/few_round.py end to end (FEMNIST-62, one cheap method) and its input errors."""
 
+import collections
 import json
 import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import REPO, SHARED_DATA
 from tff_meta.fewround import baselines
 from tff_meta.fewround import config as config_lib
+from tff_meta.fewround import tasks
 from tff_meta.program.config import ConfigError
 from tff_meta.registry import UnknownNameError
 
@@ -48,7 +51,71 @@ def test_config_errors_name_the_key():
     baselines.METHODS.get('frl_magic')
   with pytest.raises(ConfigError, match='n_way must be'):
     config_lib.load(os.path.join(REPO, CONFIG), {'n_way': '7,3'}).validate()
-  with pytest.raises(ConfigError, match="Unknown config key"):
+  with pytest.raises(ConfigError, match="unknown key 'rounds_per_episode'"):
     config_lib.load(os.path.join(REPO, CONFIG), {'rounds_per_episode': 3})
   cfg = config_lib.load(os.path.join(REPO, CONFIG), {'test_rounds': '1,2', 'n_way': '3,7'})
   assert cfg.test_rounds == (1, 2) and cfg.ways == 7 and cfg.n_way_arg == (3, 7)
+
+
+def test_sweep_scores_every_combination_on_validation_classes(tmp_path):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  out = tmp_path / 'sweep'
+  proc = subprocess.run(
+      [sys.executable, '-m', 'programs.few_round_sweep', '--progress=false',
+       f'--config={CONFIG}', '--methods=fedavg', '--test_episodes=2', '--test_rounds=1',
+       '--examples_per_class=20', '--num_clients=4', '--grid=inner_lr=0.003,0.03',
+       f'--data_path={os.path.join(SHARED_DATA, "tff")}', f'--output_dir={out}'],
+      cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  sweep = json.loads((out / 'sweep.json').read_text())
+  assert [r['label'] for r in sweep['results']] == ['inner_lr=0.003', 'inner_lr=0.03']
+  for folder in ('inner_lr_0.003', 'inner_lr_0.03'):
+    config = json.loads((out / folder / 'results.json').read_text())['config']
+    assert 'eval_part = "validation"' in config
+  assert (out / 'sweep.md').read_text().count('**') == 2      # one best setting, in bold
+
+
+def test_sweep_rejects_a_bad_grid(tmp_path):
+  proc = subprocess.run(
+      [sys.executable, '-m', 'programs.few_round_sweep', f'--config={CONFIG}',
+       '--grid=learning_rate=0.1', f'--output_dir={tmp_path}'],
+      cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), capture_output=True, text=True,
+      timeout=300)
+  assert proc.returncode != 0 and "'learning_rate' is not a sweepable" in proc.stderr
+  assert 'Traceback' not in proc.stderr
+
+
+def test_fine_tuning_baselines_share_one_pre_training(tmp_path):
+  out = tmp_path / 'run'
+  proc = _run(f'--config={CONFIG}', '--methods=finetune_fedavg,finetune_oneshot',
+              '--episodes=2', '--test_episodes=2', '--test_rounds=1', '--examples_per_class=20',
+              '--num_clients=4', f'--data_path={os.path.join(SHARED_DATA, "tff")}',
+              f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  rows = json.loads((out / 'results.json').read_text())['results']
+  assert [r['method'] for r in rows] == ['finetune_fedavg', 'finetune_oneshot']
+  assert rows[0]['info'] == rows[1]['info'] == {'communication_rounds': 8, 'pretrain_classes': 40}
+
+
+def test_pre_training_runs_once_per_context(monkeypatch):
+  calls = []
+
+  def fake_pretrain(computations, weights, sample, rounds, progress):
+    calls.append(rounds)
+    return [w + 1.0 for w in weights]
+
+  monkeypatch.setattr(baselines.training, 'federated_pretrain', fake_pretrain)
+  monkeypatch.setattr(baselines.process_lib, 'build_round', lambda *args: None)
+  cfg = config_lib.load(os.path.join(REPO, CONFIG), {'episodes': 2})
+  data = tasks.ClassSplitData('toy', np.zeros([30, 28, 28], np.float32),
+                              np.arange(30, dtype=np.int32) % 6, collections.OrderedDict(
+                                  train=np.arange(4), validation=np.array([4]),
+                                  test=np.array([5])))
+  ctx = baselines.Context(cfg, data)
+  first = baselines.METHODS.get('finetune_fedavg')(ctx)
+  second = baselines.METHODS.get('finetune_oneshot')(ctx)
+  assert calls == [8]                                   # T * (R + 1), once
+  body = first.model.num_backbone
+  for a, b in zip(first.weights[:body], second.weights[:body]):
+    np.testing.assert_array_equal(a, b)
+  assert first.episode_fn is None and second.episode_fn.keep == cfg.num_clients

@@ -26,6 +26,15 @@ def test_overrides_are_typed(tmp_path):
   assert cfg.client_split == (0.6, 0.2, 0.2) and cfg.data['cache_dir'] == '/data'
 
 
+def test_bool_flags_read_words_not_truthiness(tmp_path):
+  path = _write(tmp_path, 'resident_state = true\n')
+  for text, value in (('false', False), ('False', False), ('0', False), ('no', False),
+                      ('true', True), ('1', True), ('yes', True)):
+    assert config_lib.load(path, {'resident_state': text}).resident_state is value, text
+  with pytest.raises(config_lib.ConfigError, match='resident_state'):
+    config_lib.load(path, {'resident_state': 'maybe'})
+
+
 def test_round_trip_through_toml(tmp_path):
   cfg = config_lib.load('configs/demo/digits.toml')
   again = config_lib.load(_write(tmp_path, config_lib.to_toml(cfg)))

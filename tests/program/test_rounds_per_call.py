@@ -80,3 +80,42 @@ def test_bad_settings_are_named():
     dataclasses.replace(CFG, rounds_per_call=0).validate()
   with pytest.raises(config_lib.ConfigError, match='cannot be combined'):
     dataclasses.replace(CFG, rounds_per_call=2, resident_state=True).validate()
+
+
+def test_resident_state_with_client_states_equals_single_rounds(tmp_path):
+  """SCAFFOLD keeps a control variate per client: the server state stays on the
+  worker while the sampled clients' states still cross every round."""
+  cfg = dataclasses.replace(CFG, algorithm='scaffold', rounds=6, eval_every=3,
+                            checkpoint_every=3,
+                            hparams=Hparams(client_lr=0.05, local_epochs=1, batch_size=8,
+                                            client_optimizer='sgd'))
+  data = experiment.prepare_data(cfg)
+  model = experiment.build_model(cfg, data)
+  outs = {}
+  for resident in (False, True):
+    out = tmp_path / ('resident' if resident else 'single')
+    experiment.run(dataclasses.replace(cfg, output_dir=str(out), resident_state=resident),
+                   data=data, model=model, show_progress=False)
+    outs[resident] = out
+  for name in ('metrics.csv', 'eval.csv'):
+    a, b = _rows(outs[False] / name), _rows(outs[True] / name)
+    assert [r['round'] for r in a] == [r['round'] for r in b]
+    for x, y in zip(a, b):
+      for key in x:
+        if key.endswith(('loss', 'accuracy', 'client_mean', 'client_std')):
+          np.testing.assert_allclose(float(y[key]), float(x[key]), rtol=1e-5, atol=1e-6)
+  states = {r: sorted(p.relative_to(outs[r]) for p in (outs[r] / 'client_states').rglob('*.npz'))
+            for r in outs}
+  assert states[True] == states[False] and states[True]
+  for rel in states[True]:
+    a, b = np.load(outs[False] / rel), np.load(outs[True] / rel)
+    for key in a.files:
+      np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-6)
+
+
+def test_unrolled_rounds_refuse_client_states(tmp_path):
+  cfg = dataclasses.replace(CFG, algorithm='scaffold', rounds=2, rounds_per_call=2,
+                            output_dir=str(tmp_path),
+                            hparams=Hparams(client_lr=0.05, client_optimizer='sgd'))
+  with pytest.raises(config_lib.ConfigError, match='use resident_state = true instead'):
+    experiment.run(cfg, show_progress=False)

@@ -2,19 +2,15 @@
 
 import csv
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from tests import helpers
 from tests.conftest import REPO
 from tests.helpers import csv_rounds as _rounds
-from tests.helpers import parent_pid as _parent
 from tests.helpers import program_env as _env
-from tests.helpers import workers_of as _workers_of
 
 ARGS = ['--config=configs/demo/digits.toml', '--algorithm=fedmeta_maml', '--rounds=40',
         '--eval_every=10', '--checkpoint_every=5', '--progress=false', '--clients_per_round=3']
@@ -54,20 +50,8 @@ def test_outputs(uninterrupted):
 def test_killed_run_resumes_where_it_stopped(tmp_path, uninterrupted):
   full_out, _ = uninterrupted
   out = tmp_path / 'resumed'
-  proc = subprocess.Popen(_cmd(out), cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
-  deadline = time.time() + 240
-  while not (out / 'checkpoints' / 'program_state_15').exists():
-    assert proc.poll() is None, 'run ended before it could be killed'
-    assert time.time() < deadline, 'no checkpoint for round 15 appeared'
-    time.sleep(0.02)
-  workers = _workers_of(proc.pid)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
+  workers = helpers.kill_run_at_checkpoint(_cmd(out), out, 15, worker_exit_s=1.0)
   assert workers, 'the run should have had its own TFF worker'
-  time.sleep(1.0)
-  assert not [p for p in workers if os.path.exists(f'/proc/{p}') and _parent(p) != -1
-              and open(f'/proc/{p}/stat').read().split()[2] != 'Z'], 'worker survived the kill'
   killed_at = max(_rounds(out / 'metrics.csv'))
   assert killed_at < 40
 

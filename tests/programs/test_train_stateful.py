@@ -1,28 +1,18 @@
 """Client state through programs/train.py: stored per client, checkpointed, resumed exactly."""
 
 import json
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from tests import helpers
 from tests.conftest import REPO
 from tests.helpers import csv_rounds as _rounds
 from tests.helpers import program_env as _env
-from tests.helpers import workers_of as _workers_of
 
 ARGS = ['--config=configs/report003/digits.toml', '--algorithm=fedper', '--rounds=12',
         '--eval_every=4', '--checkpoint_every=4', '--progress=false']
-
-
-def _alive(pid):
-  try:
-    with open(f'/proc/{pid}/stat') as f:
-      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-  except (FileNotFoundError, ProcessLookupError):
-    return False
 
 
 def _cmd(out):
@@ -47,20 +37,7 @@ def test_known_and_new_clients_are_scored(uninterrupted):
 
 def test_killed_stateful_run_resumes_with_every_clients_state(tmp_path, uninterrupted):
   out = tmp_path / 'resumed'
-  proc = subprocess.Popen(_cmd(out), cwd=REPO, env=_env(), stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)
-  deadline = time.time() + 240
-  while not (out / 'checkpoints' / 'program_state_4').exists():
-    assert proc.poll() is None, 'run ended before it could be killed'
-    assert time.time() < deadline, 'no checkpoint for round 4 appeared'
-    time.sleep(0.02)
-  workers = _workers_of(proc.pid)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  deadline = time.time() + 30   # its worker exits on the parent's death (PDEATHSIG)
-  while any(_alive(p) for p in workers):
-    assert time.time() < deadline, 'the killed run\'s worker survived'
-    time.sleep(0.1)
+  helpers.kill_run_at_checkpoint(_cmd(out), out, 4, worker_exit_s=30)
   assert max(_rounds(out / 'metrics.csv')) < 12
   resumed = subprocess.run(_cmd(out), cwd=REPO, env=_env(), capture_output=True, text=True,
                            timeout=300)

@@ -45,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.algorithms import base, personal_state, stateful
+from tff_meta.algorithms import base, personal_state
 from tff_meta.learning import local_training, losses
 
 
@@ -122,24 +122,16 @@ def _build(model, hp: base.Hparams):
       server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
       local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform')
 
-  def personalize(params, candidates, client_state, support_x, support_y):
-    del candidates
+  def new(params, support_x, support_y):
     w = params['weights']
+    _, v, alpha, _ = local_update(model, optimizer, hp.local_epochs, hp.batch_size, w, w,
+                                  tf.constant(hp.apfl_alpha, tf.float32), support_x, support_y)
+    return v + [alpha]
 
-    def known():
-      return client_state['personal'] + [client_state['alpha']]
-
-    def new():
-      _, v, alpha, _ = local_update(model, optimizer, hp.local_epochs, hp.batch_size, w, w,
-                                    tf.constant(hp.apfl_alpha, tf.float32), support_x, support_y)
-      return v + [alpha]
-
-    chosen = personal_state.known_or_new(client_state, known, new)
-    return mix(chosen[-1], chosen[:-1], w)
-
-  evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
-  return base.Algorithm(name='apfl', display_name='APFL', process=proc, evaluate=evaluate,
-                        train_data='full')
+  return personal_state.build_algorithm(
+      model, proc, name='apfl', display_name='APFL', new=new,
+      known=lambda client_state: client_state['personal'] + [client_state['alpha']],
+      finish=lambda params, chosen: mix(chosen[-1], chosen[:-1], params['weights']))
 
 
 base.ALGORITHMS.add('apfl', _build)

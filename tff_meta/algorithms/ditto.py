@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import functools
 
-from tff_meta.algorithms import base, fedavg, personal_state, stateful
+from tff_meta.algorithms import base, fedavg, personal_state
 from tff_meta.learning import local_training, losses
 
 
@@ -79,16 +79,13 @@ def _build(model, hp: base.Hparams):
       local_epochs=hp.local_epochs, personal_epochs=hp.personal_epochs,
       batch_size=hp.batch_size, weighting=hp.weighting or 'num_examples')
 
-  def personalize(params, candidates, client_state, support_x, support_y):
-    del candidates
-    new = lambda: personal_update(model, optimizer, hp.personal_epochs, hp.batch_size,
-                                  hp.ditto_lambda, params['weights'], params['weights'],
-                                  support_x, support_y)
-    return personal_state.known_or_new(client_state, lambda: client_state['personal'], new)
+  def new(params, support_x, support_y):
+    return personal_update(model, optimizer, hp.personal_epochs, hp.batch_size, hp.ditto_lambda,
+                           params['weights'], params['weights'], support_x, support_y)
 
-  evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
-  return base.Algorithm(name='ditto', display_name='Ditto', process=proc, evaluate=evaluate,
-                        train_data='full')
+  return personal_state.build_algorithm(
+      model, proc, name='ditto', display_name='Ditto', new=new,
+      known=lambda client_state: client_state['personal'])
 
 
 base.ALGORITHMS.add('ditto', _build)

@@ -45,7 +45,13 @@ CONSTRAINTS = ('kl', 'l2')
 def constraint_regularizer(model, kind: str, weight, reference):
   """`(w, batch_x, logits) -> weight * c(θ, θ̂)` for `local_training.train_minibatches`."""
   if kind == 'kl':   # Eq. 9: KL(θ̂(x) || θ(x)) on the minibatch
-    return lambda w, bx, logits: weight * losses.kl_to_reference(model.logits(reference, bx), logits)
+    weight = tf.convert_to_tensor(weight, tf.float32)
+    # θ̂'s forward pass only where the term counts: not at weight 0 (a first
+    # participation, Eq. 6), where the term is 0.
+    return lambda w, bx, logits: tf.cond(
+        weight > 0.0,
+        lambda: weight * losses.kl_to_reference(model.logits(reference, bx), logits),
+        lambda: tf.zeros_like(weight))
   if kind == 'l2':
     return lambda w, bx, logits: 0.5 * weight * losses.squared_distance(w, reference)
   raise ValueError(f'Unknown FedEC constraint {kind!r}; use one of {CONSTRAINTS}.')

@@ -8,7 +8,8 @@ seen in training builds that state from the broadcast model on its support set.
 only when needed. `per_epoch` reports a client's training sums per epoch, so
 `num_examples` is the client's size, as FedAvg reports it.
 `build_process` is the stateful round of these methods: they train on a
-client's full data (x, y) and the server holds the model weights.
+client's full data (x, y) and the server holds the model weights;
+`build_algorithm` wraps such a process with that evaluation rule.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Callable, Mapping, Optional
 
 import tensorflow as tf
 
-from tff_meta.algorithms import stateful
+from tff_meta.algorithms import base, stateful
 
 
 def known_or_new(client_state, known: Callable, new: Callable):
@@ -52,3 +53,25 @@ def build_process(model, *, personal: Mapping, client_fn: Callable, server_optim
       initial_params=params, initial_client_state=stateful.with_visits(personal),
       client_fn=client_fn, client_data_spec=data_spec, server_optimizer=server_optimizer,
       weighting=weighting)
+
+
+def build_algorithm(model, proc, *, name: str, display_name: str, known: Callable,
+                    new: Callable, finish: Optional[Callable] = None, **fields) -> base.Algorithm:
+  """The `base.Algorithm` of such a method: `proc` with the `known_or_new` evaluation.
+
+  A known client's value is `known(client_state)`; a new client's is
+  `new(params, support_x, support_y)`, built from the broadcast params on its
+  support set. `finish(params, value)` turns the chosen value into the model
+  weights scored (by default the value is the weights). The method trains on
+  full client data; `fields` are further `base.Algorithm` fields.
+  """
+
+  def personalize(params, candidates, client_state, support_x, support_y):
+    del candidates
+    chosen = known_or_new(client_state, lambda: known(client_state),
+                          lambda: new(params, support_x, support_y))
+    return chosen if finish is None else finish(params, chosen)
+
+  evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
+  return base.Algorithm(name=name, display_name=display_name, process=proc, evaluate=evaluate,
+                        train_data='full', **fields)

@@ -24,6 +24,7 @@ Type signatures (P = params, D = one client's data, M = metrics):
 from __future__ import annotations
 
 import collections
+import functools
 import types
 from typing import Callable, Mapping
 
@@ -138,6 +139,94 @@ def aggregation_side(server_optimizer, state_type, contribution_type):
   return server_update, round_metrics
 
 
+def build_round(
+    *, initial_params: Mapping[str, list], client_fn: Callable, client_work: Callable,
+    client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer, weighting: str,
+    client_state_type=None) -> tff.templates.IterativeProcess:
+  """The one round's `IterativeProcess`, with or without client state.
+
+  Shared by `build_federated_process` and `stateful.build_stateful_process`.
+  `client_work` is the pure-TF client step: `(params, data) -> contribution`
+  or, with `client_state_type` (the type of one client's state), `(params,
+  client_state, data) -> (contribution, new_client_state)`; `client_fn` is
+  the algorithm's function it wraps, exposed for plain-TF references. With
+  a client state, `next` takes and returns it CLIENTS-placed:
+      next: (<state@SERVER, {C}@CLIENTS, {D}@CLIENTS>
+             -> <state@SERVER, {C}@CLIENTS, M@SERVER>)
+  """
+  check_weighting(weighting)
+  server = server_side(initial_params, server_optimizer)
+  params_type, state_type = server.params_type, server.state_type
+  data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
+  at_server = lambda t: tff.FederatedType(t, tff.SERVER)
+  at_clients = lambda t: tff.FederatedType(t, tff.CLIENTS)
+
+  if client_state_type is None:
+    @tff.tensorflow.computation(params_type, data_type)
+    def client_update(params, data):
+      return client_work(params, data)
+
+    contribution_type = client_update.type_signature.result
+  else:
+    @tff.tensorflow.computation(params_type, client_state_type, data_type)
+    def client_update(params, client_state, data):
+      return client_work(params, client_state, data)
+
+    contribution_type = client_update.type_signature.result[0]
+
+    @tff.tensorflow.computation(client_update.type_signature.result)
+    def contribution_of(output):
+      return output[0]
+
+    @tff.tensorflow.computation(client_update.type_signature.result)
+    def state_of(output):
+      return output[1]
+
+  server_update, round_metrics = aggregation_side(server_optimizer, state_type, contribution_type)
+  get_params, initialize = server.get_params, server.initialize
+
+  def round_body(state, client_values, contributions=lambda outputs: outputs):
+    """Traced in `next`: broadcast, client work, the single sum, the server step."""
+    params = tff.federated_broadcast(tff.federated_map(get_params, state))
+    outputs = tff.federated_map(client_update, (params,) + client_values)
+    total = tff.federated_sum(contributions(outputs))
+    return tff.federated_map(server_update, (state, total)), outputs, total
+
+  if client_state_type is None:
+    @tff.federated_computation(at_server(state_type), at_clients(data_type))
+    def next_fn(state, client_data):
+      new_state, _, total = round_body(state, (client_data,))
+      return new_state, tff.federated_map(round_metrics, total)
+  else:
+    @tff.federated_computation(
+        at_server(state_type), at_clients(client_state_type), at_clients(data_type))
+    def next_fn(state, client_states, client_data):
+      new_state, outputs, total = round_body(
+          state, (client_states, client_data),
+          lambda outputs: tff.federated_map(contribution_of, outputs))
+      return new_state, tff.federated_map(state_of, outputs), tff.federated_map(round_metrics, total)
+
+  process = tff.templates.IterativeProcess(initialize, next_fn)
+  # Exposed for cost accounting (bytes per round) and tests.
+  process.params_type = params_type
+  process.client_output_type = contribution_type
+  process.client_update = client_update
+  if client_state_type is None:
+    # The round's TFF pieces, for processes that reuse them (multi_round.py,
+    # which refuses a process without them, i.e. a stateful one).
+    process.data_type = data_type
+    process.get_params = get_params
+    process.server_update = server_update
+    process.round_metrics = round_metrics
+  else:
+    process.client_state_type = client_state_type
+  # The pure-TF round pieces, for plain-TF references (benchmarks/round_overhead.py).
+  process.client_fn = client_fn
+  process.weighting = weighting
+  process.server_optimizer = server_optimizer
+  return process
+
+
 def build_federated_process(
     *, initial_params: Mapping[str, list], client_fn: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer,
@@ -154,40 +243,7 @@ def build_federated_process(
     server_optimizer: a `tff.learning.optimizers.Optimizer`.
     weighting: 'uniform' (FedMeta Alg. 1) or 'num_examples' (FedAvg).
   """
-  check_weighting(weighting)
-  server = server_side(initial_params, server_optimizer)
-  params_type, state_type = server.params_type, server.state_type
-  data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
-
-  @tff.tensorflow.computation(params_type, data_type)
-  def client_update(params, data):
-    return client_update_fn(client_fn, weighting, params, data)
-
-  server_update, round_metrics = aggregation_side(
-      server_optimizer, state_type, client_update.type_signature.result)
-  get_params, initialize = server.get_params, server.initialize
-
-  @tff.federated_computation(
-      tff.FederatedType(state_type, tff.SERVER), tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, client_data):
-    params = tff.federated_broadcast(tff.federated_map(get_params, state))
-    outputs = tff.federated_map(client_update, (params, client_data))
-    total = tff.federated_sum(outputs)
-    new_state = tff.federated_map(server_update, (state, total))
-    return new_state, tff.federated_map(round_metrics, total)
-
-  process = tff.templates.IterativeProcess(initialize, next_fn)
-  # Exposed for cost accounting (bytes per round) and tests.
-  process.params_type = params_type
-  process.client_output_type = client_update.type_signature.result
-  process.client_update = client_update
-  # The round's TFF pieces, for processes that reuse them (multi_round.py).
-  process.data_type = data_type
-  process.get_params = get_params
-  process.server_update = server_update
-  process.round_metrics = round_metrics
-  # The pure-TF round pieces, for plain-TF references (benchmarks/round_overhead.py).
-  process.client_fn = client_fn
-  process.weighting = weighting
-  process.server_optimizer = server_optimizer
-  return process
+  return build_round(
+      initial_params=initial_params, client_fn=client_fn,
+      client_work=functools.partial(client_update_fn, client_fn, weighting),
+      client_data_spec=client_data_spec, server_optimizer=server_optimizer, weighting=weighting)

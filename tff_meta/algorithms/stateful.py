@@ -9,7 +9,8 @@ CLIENTS-placed value that enters the round and comes back updated:
     next(state@SERVER, client_states@CLIENTS, data@CLIENTS)
       -> <state@SERVER, client_states'@CLIENTS, metrics@SERVER>
 
-Everything else is the stateless round of `process.py`, reused: the client's
+Everything else is the stateless round of `process.py`, reused (one builder,
+`process.build_round`, makes both processes): the client's
 (update, num_examples, metrics) go through the same `contribution`
 (weighting, rejection of non-finite updates) and `server_update_fn`. A
 rejected client keeps its old state. Every client state has a `visits` count
@@ -34,6 +35,7 @@ Type signatures (P = params, C = one client's state, D = one client's data):
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Callable, Mapping
 
 import numpy as np
@@ -91,49 +93,12 @@ def build_stateful_process(
   if 'visits' not in initial_client_state:
     raise ValueError('initial_client_state needs a `visits` entry; build it with with_visits().')
   initial_client_state = _as_float32(collections.OrderedDict(initial_client_state))
-  server = process.server_side(initial_params, server_optimizer)
-  params_type, state_type = server.params_type, server.state_type
-  client_state_type = tff.types.tensorflow_to_type(_spec(initial_client_state))
-  data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
-
-  @tff.tensorflow.computation(params_type, client_state_type, data_type)
-  def client_update(params, client_state, data):
-    return client_update_fn(client_fn, weighting, params, client_state, data)
-
-  contribution_type = client_update.type_signature.result[0]
-
-  @tff.tensorflow.computation(client_update.type_signature.result)
-  def contribution_of(output):
-    return output[0]
-
-  @tff.tensorflow.computation(client_update.type_signature.result)
-  def state_of(output):
-    return output[1]
-
-  server_update, round_metrics = process.aggregation_side(
-      server_optimizer, state_type, contribution_type)
-  get_params, initialize = server.get_params, server.initialize
-
-  @tff.federated_computation(
-      tff.FederatedType(state_type, tff.SERVER),
-      tff.FederatedType(client_state_type, tff.CLIENTS),
-      tff.FederatedType(data_type, tff.CLIENTS))
-  def next_fn(state, client_states, client_data):
-    params = tff.federated_broadcast(tff.federated_map(get_params, state))
-    outputs = tff.federated_map(client_update, (params, client_states, client_data))
-    total = tff.federated_sum(tff.federated_map(contribution_of, outputs))
-    new_state = tff.federated_map(server_update, (state, total))
-    return new_state, tff.federated_map(state_of, outputs), tff.federated_map(round_metrics, total)
-
-  proc = tff.templates.IterativeProcess(initialize, next_fn)
-  proc.params_type = params_type
-  proc.client_state_type = client_state_type
+  proc = process.build_round(
+      initial_params=initial_params, client_fn=client_fn,
+      client_work=functools.partial(client_update_fn, client_fn, weighting),
+      client_data_spec=client_data_spec, server_optimizer=server_optimizer, weighting=weighting,
+      client_state_type=tff.types.tensorflow_to_type(_spec(initial_client_state)))
   proc.initial_client_state = initial_client_state
-  proc.client_output_type = contribution_type
-  proc.client_update = client_update
-  proc.client_fn = client_fn
-  proc.weighting = weighting
-  proc.server_optimizer = server_optimizer
   return proc
 
 

@@ -12,17 +12,17 @@ weights; deployment (`deploy.py`) then runs the same R test rounds for all.
 | personalized | Appendix C: local support updates then a local meta-update per client, aggregated (R = 0 rounds in training) | R rounds, nearest prototype |
 | fedavg | none: random initial model | R rounds of FedAvg, linear head |
 | finetune_fedavg | FedAvg pre-training of an M-way classifier (M meta-train classes); its last layer is then replaced | R rounds of FedAvg |
-
-Not implemented: fine-tuning via one-shot FL (Guha et al. 2019).
+| finetune_oneshot | the same pre-trained model (trained once per run, shared with finetune_fedavg) | R rounds of one-shot FL's CV client selection: K of 2K clients (`oneshot.py`) |
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
+from tff_meta.fewround import oneshot
 from tff_meta.fewround import process as process_lib
 from tff_meta.fewround import tasks, training
 from tff_meta.fewround.config import FewRoundConfig
@@ -40,6 +40,7 @@ class Context:
   cfg: FewRoundConfig
   data: tasks.ClassSplitData
   progress: bool = False
+  cache: Dict[str, Any] = dataclasses.field(default_factory=dict)   # work shared by methods
 
   @property
   def spec(self):
@@ -62,11 +63,16 @@ class Context:
 
 @dataclasses.dataclass
 class Prepared:
-  """A method's deployed model, its test-time hparams and initial weights."""
+  """A method's deployed model, its test-time hparams and initial weights.
+
+  `episode_fn` runs one test episode (`deploy.deploy_episode`'s signature);
+  None means the plain R rounds of FL on the episode's K clients.
+  """
   model: FewRoundModel
   hparams: process_lib.FewRoundHparams
   weights: List[np.ndarray]
   info: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  episode_fn: Optional[Callable] = None
 
 
 def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name) -> Prepared:
@@ -109,19 +115,44 @@ def fedavg(ctx: Context) -> Prepared:
                   {'communication_rounds': 0})
 
 
+def _pretrained(ctx: Context):
+  """FedAvg pre-training of an M-way linear classifier on the meta-train classes.
+
+  Run once per `Context` and shared by the fine-tuning baselines.
+  Returns (the M-way model, its trained weights).
+  """
+  if 'pretrained' not in ctx.cache:
+    cfg = ctx.cfg
+    pre_model = ctx.model('linear', ways=len(ctx.data.part('train')))
+    sample = lambda r: tasks.pretrain_clients(ctx.data, cfg.n_way_arg, cfg.examples_per_class,
+                                              cfg.num_clients, cfg.iid,
+                                              (cfg.seed, PRETRAIN_STREAM, r))
+    weights = training.federated_pretrain(
+        process_lib.build_round(pre_model, cfg.hparams(gamma=0.0), ctx.spec),
+        pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress)
+    ctx.cache['pretrained'] = (pre_model, weights)
+  return ctx.cache['pretrained']
+
+
+def _finetuned(ctx: Context, episode_fn=None) -> Prepared:
+  """The pre-trained backbone with its M-way layer replaced by a fresh N-way one."""
+  pre_model, weights = _pretrained(ctx)
+  model = pre_model.with_classifier('linear', ctx.cfg.ways, weights[:pre_model.num_backbone],
+                                    seed=ctx.cfg.seed + 1)
+  hp = ctx.cfg.hparams(gamma=0.0)
+  return Prepared(model, hp, list(model.initial_weights),
+                  {'communication_rounds': ctx.budget_rounds, 'pretrain_classes': pre_model.ways},
+                  episode_fn(model, hp) if episode_fn else None)
+
+
 @METHODS.register('finetune_fedavg')
 def finetune_fedavg(ctx: Context) -> Prepared:
   """Pre-train an M-way classifier with FedAvg, replace its last layer, fine-tune."""
-  num_train = len(ctx.data.part('train'))
-  pre_model = ctx.model('linear', ways=num_train)
-  hp = ctx.cfg.hparams(gamma=0.0)
-  cfg = ctx.cfg
-  sample = lambda r: tasks.pretrain_clients(ctx.data, cfg.n_way_arg, cfg.examples_per_class,
-                                            cfg.num_clients, cfg.iid, (cfg.seed, PRETRAIN_STREAM, r))
-  weights = training.federated_pretrain(
-      process_lib.build_round(pre_model, hp, ctx.spec), pre_model.initial_weights, sample,
-      ctx.budget_rounds, ctx.progress)
-  model = pre_model.with_classifier('linear', cfg.ways, weights[:pre_model.num_backbone],
-                                    seed=cfg.seed + 1)
-  return Prepared(model, hp, list(model.initial_weights),
-                  {'communication_rounds': ctx.budget_rounds, 'pretrain_classes': num_train})
+  return _finetuned(ctx)
+
+
+@METHODS.register('finetune_oneshot')
+def finetune_oneshot(ctx: Context) -> Prepared:
+  """The same pre-trained model, fine-tuned by one-shot FL's CV selection (K of 2K)."""
+  return _finetuned(ctx, lambda model, hp: oneshot.CVSelection(model, hp, ctx.spec,
+                                                               keep=ctx.cfg.num_clients))

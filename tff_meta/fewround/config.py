@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from typing import Any, Dict, Optional, Tuple
 
 from tff_meta.fewround.process import FewRoundHparams
-from tff_meta.program.config import ConfigError
+from tff_meta.program.config import ConfigError, coerce_dataclass, coerce_value, load_toml
 
 
 @dataclasses.dataclass
@@ -35,6 +34,7 @@ class FewRoundConfig:
   eval_part: str = 'test'
   local_steps: int = 1
   inner_lr: float = 0.1
+  head_lr: float = 0.0
   gamma: float = 0.1
   meta_lr: float = 0.01
   meta_lr_decay_episode: int = 5000
@@ -56,8 +56,8 @@ class FewRoundConfig:
 
   def hparams(self, **overrides) -> FewRoundHparams:
     hp = FewRoundHparams(rounds=self.rounds, local_steps=self.local_steps,
-                         inner_lr=self.inner_lr, gamma=self.gamma, meta_lr=self.meta_lr,
-                         meta_lr_decay_episode=self.meta_lr_decay_episode)
+                         inner_lr=self.inner_lr, head_lr=self.head_lr, gamma=self.gamma,
+                         meta_lr=self.meta_lr, meta_lr_decay_episode=self.meta_lr_decay_episode)
     return dataclasses.replace(hp, **overrides)
 
   def resolved_output_dir(self) -> str:
@@ -80,6 +80,8 @@ class FewRoundConfig:
         raise ConfigError(f'{key} must be > 0, got {getattr(self, key)}.')
     if self.eval_part not in ('test', 'validation'):
       raise ConfigError(f"eval_part must be 'test' or 'validation', got {self.eval_part!r}.")
+    if self.head_lr < 0:
+      raise ConfigError(f'head_lr must be >= 0 (0: use inner_lr), got {self.head_lr}.')
     if self.gamma < 0:
       raise ConfigError(f'gamma must be >= 0, got {self.gamma}.')
     return self
@@ -101,6 +103,7 @@ HELP = {
     'eval_part': 'Classes the deployment is scored on: test, or validation for choosing hparams.',
     'local_steps': 'E: local SGD steps per round on the support set.',
     'inner_lr': 'alpha: local SGD learning rate.',
+    'head_lr': 'Local SGD rate of the linear head (frl_linear, fedavg, finetune_*); 0: inner_lr.',
     'gamma': 'GPAL weight (Eq. 4) of the frl_distance_gpal method.',
     'meta_lr': 'beta: Adam learning rate of the meta-update.',
     'meta_lr_decay_episode': 'Divide beta by 10 from this episode on (0: never).',
@@ -112,34 +115,27 @@ HELP = {
 _TUPLE_TYPES = {'class_split': float, 'n_way': int, 'test_rounds': int, 'methods': str}
 
 
-def _coerce(key: str, value):
-  if key in _TUPLE_TYPES:
-    items = value.split(',') if isinstance(value, str) else (
-        value if isinstance(value, (list, tuple)) else [value])
-    try:
-      return tuple(_TUPLE_TYPES[key](str(v).strip()) for v in items if str(v).strip())
-    except ValueError as e:
-      raise ConfigError(f'{key}: cannot read {value!r} ({e}).') from None
-  return value
+def _coerce(field: dataclasses.Field, value, where: str, element_type: type):
+  """`program.config.coerce_value`, plus [tables] as dicts and a scalar for a 1-tuple."""
+  default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+  if isinstance(default, dict):
+    if not isinstance(value, dict):
+      raise ConfigError(f'{where}: expected a [{field.name}] table, got {value!r}.')
+    return dict(value)
+  if isinstance(default, tuple):
+    if isinstance(value, str):
+      value = [v.strip() for v in value.split(',') if v.strip()]
+    elif not isinstance(value, (list, tuple)):
+      value = [value]
+  return coerce_value(field, value, where, element_type)
 
 
 def load(path: Optional[str], overrides: Optional[Dict[str, Any]] = None) -> FewRoundConfig:
   """Reads a TOML config (None = defaults) and applies flag overrides."""
-  raw: Dict[str, Any] = {}
-  if path:
-    if not os.path.isfile(path):
-      raise ConfigError(f'Config file {path!r} not found.')
-    with open(path, 'rb') as f:
-      try:
-        raw = tomllib.load(f)
-      except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f'{path}: not valid TOML ({e}).') from None
+  raw: Dict[str, Any] = load_toml(path, see='configs/fewround/') if path else {}
   raw.update(overrides or {})
-  fields = {f.name for f in dataclasses.fields(FewRoundConfig)}
-  unknown = sorted(set(raw) - fields)
-  if unknown:
-    raise ConfigError(f'Unknown config key(s) {unknown}; valid keys: {sorted(fields)}.')
-  return FewRoundConfig(**{k: _coerce(k, v) for k, v in raw.items()})
+  return coerce_dataclass(FewRoundConfig, raw, _TUPLE_TYPES, source=path or '<flags>',
+                          coerce=_coerce)
 
 
 def define_flags(flags) -> None:

@@ -20,7 +20,7 @@ Type signature of the evaluation (G = round state, D = client data):
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tqdm
@@ -68,16 +68,20 @@ def deploy_episode(start, round_fn, evaluate, weights, clients, rounds: Sequence
 
 def test_episodes(computations, weights, sample_episode: Callable[[int], list],
                   num_episodes: int, rounds: Sequence[int], progress: bool = False,
-                  desc: str = 'test') -> Dict[int, Summary]:
+                  desc: str = 'test', episode_fn: Optional[Callable] = None
+                  ) -> Dict[int, Summary]:
   """Mean accuracy ± 95% CI over `num_episodes` test episodes, per round count.
 
   Args:
     computations: (start, round, evaluate) from `process.build_round`.
     weights: the deployed initial model (phi_T, or a baseline's).
     sample_episode: episode index -> the K test clients.
+    episode_fn: runs one episode, with `deploy_episode`'s signature (the
+      default); one-shot FL's CV selection is another (`oneshot.CVSelection`).
   """
+  episode_fn = episode_fn or deploy_episode
   per_round: Dict[int, List[float]] = {r: [] for r in rounds}
   for i in tqdm.trange(num_episodes, desc=desc, disable=not progress, leave=False):
-    for r, acc in deploy_episode(*computations, weights, sample_episode(i), rounds).items():
+    for r, acc in episode_fn(*computations, weights, sample_episode(i), rounds).items():
       per_round[r].append(acc)
   return {r: mean_ci(v) for r, v in per_round.items()}

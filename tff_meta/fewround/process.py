@@ -67,6 +67,7 @@ class FewRoundHparams:
   meta_lr: float = 0.01              # beta
   meta_lr_decay_episode: int = 0     # beta / 10 from this episode on (0: never)
   local_adaptation: bool = False     # Appendix C personalization scheme
+  head_lr: float = 0.0               # alpha of the linear head's weights (0: alpha)
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -77,27 +78,40 @@ def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
                                  num_ways=tf.TensorSpec([], tf.int32))
 
 
-def _batch(model: FewRoundModel, data, part: str) -> ClientBatch:
+def client_batch(model: FewRoundModel, data, part: str) -> ClientBatch:
   mask = tf.sequence_mask(data['num_ways'], model.ways, dtype=tf.float32)
   return ClientBatch(data[f'{part}_x'], data[f'{part}_y'], mask)
 
 
-def _finite(structure) -> tf.Tensor:
+def all_finite(structure) -> tf.Tensor:
   return tf.reduce_all(tf.stack(
       [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]))
 
 
 def local_update(model: FewRoundModel, hp: FewRoundHparams, theta, batch: ClientBatch,
                  global_protos, global_mask, gamma):
-  """E SGD steps on Eq. 4 (line 16); prototypes are recomputed at every step."""
+  """E SGD steps on Eq. 4 (line 16); prototypes are recomputed at every step.
+
+  The linear head's weights step with `head_lr` when it is set (> 0): its
+  label slots are reassigned in every episode, so R * E small steps of the
+  body's alpha leave a meta-learned head at chance (RESULTS §9).
+  """
   loss_fn = lambda w: model.classifier.local_loss(model, w, batch, global_protos,
                                                   global_mask, gamma)
-  return adaptation.sgd_adapt(loss_fn, theta, hp.inner_lr, hp.local_steps)
+  return adaptation.sgd_adapt(loss_fn, theta, local_rates(model, hp), hp.local_steps)
+
+
+def local_rates(model: FewRoundModel, hp: FewRoundHparams):
+  """alpha for every weight, or per weight when the head has its own rate."""
+  num_head = len(model.initial_weights) - model.num_backbone
+  if hp.head_lr <= 0 or num_head == 0:
+    return hp.inner_lr
+  return [hp.inner_lr] * model.num_backbone + [hp.head_lr] * num_head
 
 
 def round_client_fn(model: FewRoundModel, hp: FewRoundHparams, server, data):
   """Pure TF: one client's round. Prototypes use the support set only."""
-  batch = _batch(model, data, 'support')
+  batch = client_batch(model, data, 'support')
   theta = list(server['theta'])
   gamma = hp.gamma * server['has_protos']
   local, counts = proto_lib.prototypes(model.embed(theta, batch.x), batch.y, model.ways)
@@ -105,7 +119,7 @@ def round_client_fn(model: FewRoundModel, hp: FewRoundHparams, server, data):
                                      gamma)
   new_theta = local_update(model, hp, theta, batch, server['protos'], server['mask'], gamma)
   n = tf.cast(tf.size(batch.y), tf.float32)
-  ok = tf.logical_and(_finite(new_theta), tf.math.is_finite(loss))
+  ok = tf.logical_and(all_finite(new_theta), tf.math.is_finite(loss))
   weight = tf.where(ok, n, 0.0)                                        # lambda_k ~ |S_k|
   class_weight = weight * tf.cast(counts > 0, tf.float32)              # [ways]
   return collections.OrderedDict(
@@ -132,12 +146,12 @@ def meta_client_fn(model: FewRoundModel, hp: FewRoundHparams, optimizer, server,
   theta = list(server['round']['theta'])
   protos, mask = server['round']['protos'], server['round']['mask']
   if hp.local_adaptation:    # Appendix C: adapt alone on the support set, own prototypes
-    support = _batch(model, data, 'support')
+    support = client_batch(model, data, 'support')
     theta = local_update(model, hp, theta, support, protos, mask, 0.0)
     protos, counts = proto_lib.prototypes(model.embed(theta, support.x), support.y, model.ways)
     mask = tf.cast(counts > 0, tf.float32)
   theta = [tf.stop_gradient(w) for w in theta]
-  query = _batch(model, data, 'query')
+  query = client_batch(model, data, 'query')
   with tf.GradientTape() as tape:
     tape.watch(theta)
     logits = model.classifier.logits(model, theta, query.x, query.way_mask, protos, mask)
@@ -149,7 +163,7 @@ def meta_client_fn(model: FewRoundModel, hp: FewRoundHparams, optimizer, server,
   opt_state, phi = optimizer.next(opt_state, list(server['phi']), list(grads))
   n_q = tf.cast(tf.size(query.y), tf.float32)
   rho = n_q + tf.cast(tf.size(data['support_y']), tf.float32)           # |D_k|
-  ok = tf.logical_and(_finite(phi), tf.math.is_finite(loss))
+  ok = tf.logical_and(all_finite(phi), tf.math.is_finite(loss))
   rho = tf.where(ok, rho, 0.0)
   weigh = lambda t: tf.where(ok, tf.cast(t, tf.float32) * rho, tf.zeros_like(t, tf.float32))
   correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), query.y), tf.float32)
@@ -230,7 +244,7 @@ def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Map
 
   @tff.tensorflow.computation(round_type, data_type)
   def eval_client(server, data):
-    query = _batch(model, data, 'query')
+    query = client_batch(model, data, 'query')
     logits = model.classifier.logits(model, list(server['theta']), query.x, query.way_mask,
                                      server['protos'], server['mask'])
     predictions = tf.argmax(logits, -1, output_type=tf.int32)

@@ -35,13 +35,18 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
   weights = tuple(tf.identity(w) for w in weights)
   specs = tuple(tf.TensorSpec(w.shape, w.dtype) for w in weights)
   opt_state = optimizer.initialize(specs)
-  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).repeat(epochs)
+  x, y = tf.nest.map_structure(tf.convert_to_tensor, (x, y))   # x may be a structure
+  n = tf.shape(y)[0]
+  per_epoch = (n + batch_size - 1) // batch_size
   zero = tf.constant(0.0)
   stats = collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero)
 
-  def step(carry, batch):
-    w, state, stats = carry
-    bx, by = batch
+  # A tf.while_loop over index ranges rather than `Dataset.reduce`: inside a
+  # ReduceDataset, TFF's worker cannot run the gradient of a Keras RNN (the
+  # LSTM's forward function asks for the Keras input placeholder).
+  def step(i, w, state, stats):
+    start = (i % per_epoch) * batch_size
+    bx, by = tf.nest.map_structure(lambda t: t[start:start + batch_size], (x, y))
     with tf.GradientTape() as tape:
       tape.watch(w)
       logits = logits_fn(list(w), bx)
@@ -53,7 +58,8 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
     batch = losses.batch_stats(logits, by)
     stats = collections.OrderedDict(
         (k, stats[k] + batch[k]) for k in stats)
-    return tuple(w), state, stats
+    return i + 1, tuple(w), state, stats
 
-  weights, _, stats = dataset.reduce((weights, opt_state, stats), step)
+  _, weights, _, stats = tf.while_loop(lambda i, *_: i < epochs * per_epoch, step,
+                                       (tf.constant(0), weights, opt_state, stats))
   return list(weights), stats

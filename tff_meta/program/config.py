@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams
 from tff_meta.data import DATASETS
@@ -117,7 +117,7 @@ HELP = {
     'eval_every': 'Evaluate on validation and test clients every N rounds.',
     'checkpoint_every': 'Save the server state every N rounds (and at the end).',
     'rounds_per_call': 'Rounds run per TFF call (issue #8: the server state crosses to the worker once per call; same results as 1). Calls end on evaluation and checkpoint rounds. Needs a stateless algorithm on one worker.',
-    'resident_state': 'Keep the server state on the TFF worker between rounds and fetch it only on evaluation and checkpoint rounds (issue #8; same results). Needs a stateless algorithm on one worker and rounds_per_call = 1.',
+    'resident_state': 'Keep the server state on the TFF worker between rounds and fetch it only on evaluation and checkpoint rounds (issue #8; same results). Needs one worker and rounds_per_call = 1; client states (SCAFFOLD, FedEC, ...) still cross every round.',
     'output_dir': 'Output folder (metrics, checkpoints, results); default runs/<name>.',
     'inner_lr': 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
     'inner_steps': 'Inner SGD steps on the support set during meta-training.',
@@ -156,10 +156,26 @@ TOP_LEVEL = {f.name: f for f in dataclasses.fields(ExperimentConfig)
 HPARAMS = {f.name: f for f in dataclasses.fields(Hparams)}
 
 
-def _coerce(field: dataclasses.Field, value: Any, where: str) -> Any:
+_BOOL_WORDS = {'true': True, '1': True, 'yes': True, 'on': True,
+               'false': False, '0': False, 'no': False, 'off': False}
+
+
+def coerce_value(field: dataclasses.Field, value: Any, where: str,
+                 element_type: type = float) -> Any:
+  """`value` as the type of `field`'s default; a ConfigError names `where` if it is not one.
+
+  A tuple field takes a list or a comma-separated string of `element_type`.
+  """
   default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
   try:
     if isinstance(default, bool):
+      if isinstance(value, str):   # flags arrive as strings: bool('false') would be True
+        word = value.strip().lower()
+        if word not in _BOOL_WORDS:
+          raise ValueError
+        return _BOOL_WORDS[word]
+      if value not in (0, 1):
+        raise ValueError
       return bool(value)
     if isinstance(default, int):
       if isinstance(value, float) and not value.is_integer():
@@ -168,12 +184,41 @@ def _coerce(field: dataclasses.Field, value: Any, where: str) -> Any:
     if isinstance(default, float):
       return float(value)
     if isinstance(default, tuple):
-      if isinstance(value, str):
-        value = [float(v) for v in value.split(',')]
-      return tuple(float(v) for v in value)
+      items = value.split(',') if isinstance(value, str) else value
+      return tuple(element_type(v) for v in items)
     return str(value)
   except (TypeError, ValueError):
     raise ConfigError(f'{where}: expected a {type(default).__name__}, got {value!r}.') from None
+
+
+def coerce_dataclass(cls, raw: Dict[str, Any], tuple_types: Optional[Dict[str, type]] = None,
+                     source: str = '<dict>', coerce: Callable = coerce_value):
+  """`cls(**raw)` for a config dataclass, each value coerced to its field's type.
+
+  `tuple_types` maps each tuple-typed field to its element type (default
+  float). `coerce(field, value, where, element_type)` converts one value
+  (default `coerce_value`). An unknown key or a bad value raises a
+  ConfigError naming `source` and the key.
+  """
+  fields = {f.name: f for f in dataclasses.fields(cls)}
+  tuple_types = tuple_types or {}
+  kwargs = {}
+  for key, value in raw.items():
+    if key not in fields:
+      raise ConfigError(f'{source}: unknown key {key!r}; valid keys: {sorted(fields)}.')
+    kwargs[key] = coerce(fields[key], value, f'{source}: {key}', tuple_types.get(key, float))
+  return cls(**kwargs)
+
+
+def load_toml(path: str, see: str = 'configs/ for examples') -> Dict[str, Any]:
+  """A TOML file as a dict; a missing (`see` names where configs are) or malformed file is a ConfigError."""
+  if not os.path.exists(path):
+    raise ConfigError(f'Config file {path!r} does not exist; see {see}.')
+  try:
+    with open(path, 'rb') as f:
+      return tomllib.load(f)
+  except tomllib.TOMLDecodeError as e:
+    raise ConfigError(f'{path}: malformed TOML: {e}') from None
 
 
 def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
@@ -189,12 +234,12 @@ def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
                         'and the tables [data], [model_options], [hparams].')
     if key == 'algorithms' and isinstance(value, list):
       value = ','.join(str(v) for v in value)
-    kwargs[key] = _coerce(TOP_LEVEL[key], value, f'{source}: {key}')
+    kwargs[key] = coerce_value(TOP_LEVEL[key], value, f'{source}: {key}')
   hp = {}
   for key, value in hparams_raw.items():
     if key not in HPARAMS:
       raise ConfigError(f'{source}: unknown [hparams] key {key!r}; valid: {sorted(HPARAMS)}.')
-    hp[key] = _coerce(HPARAMS[key], value, f'{source}: hparams.{key}')
+    hp[key] = coerce_value(HPARAMS[key], value, f'{source}: hparams.{key}')
   methods = {}
   for method, values in method_raw.items():
     ALGORITHMS.get(method)
@@ -203,21 +248,14 @@ def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
       if key not in HPARAMS:
         raise ConfigError(f'{source}: unknown [method_hparams.{method}] key {key!r}; '
                           f'valid: {sorted(HPARAMS)}.')
-      methods[method][key] = _coerce(HPARAMS[key], value, f'{source}: method_hparams.{method}.{key}')
+      methods[method][key] = coerce_value(HPARAMS[key], value, f'{source}: method_hparams.{method}.{key}')
   return ExperimentConfig(**kwargs, data=data, model_options=model_options, hparams=Hparams(**hp),
                           method_hparams=methods)
 
 
 def load(path: str, overrides: Optional[Dict[str, Any]] = None) -> ExperimentConfig:
   """Reads a TOML config; `overrides` maps flat keys (top-level or hparams) to values."""
-  if not os.path.exists(path):
-    raise ConfigError(f'Config file {path!r} does not exist; see configs/ for examples.')
-  try:
-    with open(path, 'rb') as f:
-      raw = tomllib.load(f)
-  except tomllib.TOMLDecodeError as e:
-    raise ConfigError(f'{path}: malformed TOML: {e}') from None
-  return apply_overrides(from_dict(raw, path), overrides or {})
+  return apply_overrides(from_dict(load_toml(path), path), overrides or {})
 
 
 def apply_overrides(cfg: ExperimentConfig, overrides: Dict[str, Any]) -> ExperimentConfig:
@@ -230,9 +268,9 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Dict[str, Any]) -> Experim
     if value is None:
       continue
     if key in TOP_LEVEL:
-      top[key] = _coerce(TOP_LEVEL[key], value, f'--{key}')
+      top[key] = coerce_value(TOP_LEVEL[key], value, f'--{key}')
     elif key in HPARAMS:
-      hp[key] = _coerce(HPARAMS[key], value, f'--{key}')
+      hp[key] = coerce_value(HPARAMS[key], value, f'--{key}')
     elif key == 'cache_dir':
       data['cache_dir'] = value
     else:

@@ -140,11 +140,16 @@ def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store,
   """Several rounds per TFF call, or the state kept on the worker (issue #8); None = neither."""
   if rounds_per_call == 1 and not resident_state:
     return None
-  if store is not None or len(pool.addresses) > 1:
+  if len(pool.addresses) > 1:
     raise ConfigError(
-        f'rounds_per_call={rounds_per_call} and resident_state={resident_state} need a stateless '
-        f'algorithm on one worker ({alg.display_name} on {len(pool.addresses)} worker(s)); set '
-        'rounds_per_call = 1 and resident_state = false.')
+        f'rounds_per_call={rounds_per_call} and resident_state={resident_state} need one worker '
+        f'(got {len(pool.addresses)}); set rounds_per_call = 1 and resident_state = false for a '
+        'worker pool.')
+  if store is not None and rounds_per_call > 1:
+    raise ConfigError(
+        f'rounds_per_call={rounds_per_call} needs an algorithm without client state '
+        f'({alg.display_name} keeps state per client, which changes between the unrolled '
+        'rounds); use resident_state = true instead, or rounds_per_call = 1.')
 
   def round_batch(round_num):
     idx = client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
@@ -230,7 +235,11 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       with pool.watch(f'round {round_num}'):
         if store is not None:
           ids = [data.train[i].client_id for i in idx]
-          state, client_states, metrics = alg.process.next(state, store.get(ids), batch)
+          if chunked is not None:   # resident_state: client states still cross every round
+            state, client_states, metrics = chunked.next(state, round_num,
+                                                         (store.get(ids), batch))
+          else:
+            state, client_states, metrics = alg.process.next(state, store.get(ids), batch)
           store.put(ids, client_states, round_num)
         elif chunked is not None:   # rounds_per_call > 1 or resident_state (issue #8)
           state, metrics = chunked.next(state, round_num)

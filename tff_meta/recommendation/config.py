@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from typing import Any, Dict, List, Optional, Tuple
 
 from tff_meta.algorithms import OPTIMIZERS
 from tff_meta.data.protocol import validate_fraction
-from tff_meta.program.config import ConfigError, _coerce
+from tff_meta.program.config import ConfigError, coerce_dataclass, coerce_value, load_toml
 
 
 @dataclasses.dataclass
@@ -144,29 +143,23 @@ FIELDS = {f.name: f for f in dataclasses.fields(RecommendConfig)}
 assert set(HELP) == set(FIELDS), set(HELP) ^ set(FIELDS)
 
 
+def _coerce(field: dataclasses.Field, value: Any, where: str, element_type: type) -> Any:
+  """`program.config.coerce_value`, also taking flag strings for bools and lists for strings."""
+  if isinstance(value, list):
+    value = ','.join(str(v) for v in value)
+  if isinstance(field.default, bool) and isinstance(value, str):
+    if value.lower() not in ('true', 'false', '1', '0'):
+      raise ConfigError(f'{where}: expected true or false, got {value!r}.')
+    value = value.lower() in ('true', '1')
+  return coerce_value(field, value, where, element_type)
+
+
 def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> RecommendConfig:
-  kwargs = {}
-  for key, value in raw.items():
-    if key not in FIELDS:
-      raise ConfigError(f'{source}: unknown key {key!r}; valid keys: {sorted(FIELDS)}.')
-    if isinstance(value, list):
-      value = ','.join(str(v) for v in value)
-    if isinstance(FIELDS[key].default, bool) and isinstance(value, str):
-      if value.lower() not in ('true', 'false', '1', '0'):
-        raise ConfigError(f'{source}: {key}: expected true or false, got {value!r}.')
-      value = value.lower() in ('true', '1')
-    kwargs[key] = _coerce(FIELDS[key], value, f'{source}: {key}')
-  return RecommendConfig(**kwargs)
+  return coerce_dataclass(RecommendConfig, raw, source=source, coerce=_coerce)
 
 
 def load(path: str, overrides: Optional[Dict[str, Any]] = None) -> RecommendConfig:
-  if not os.path.exists(path):
-    raise ConfigError(f'Config file {path!r} does not exist; see configs/recommend/.')
-  try:
-    with open(path, 'rb') as f:
-      raw = tomllib.load(f)
-  except tomllib.TOMLDecodeError as e:
-    raise ConfigError(f'{path}: malformed TOML: {e}') from None
+  raw = load_toml(path, see='configs/recommend/')
   raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
   return from_dict(raw, path)
 

@@ -15,8 +15,14 @@ needs it (evaluation, checkpoints, the last round). Old remote values are
 disposed by TFF's finalizers. One worker only (the mergeable form of worker
 pools materializes every call's result).
 
-Type signature of the call (S = state, D = one client's data, M = metrics):
+Algorithms with per-client state (`algorithms/stateful.py`) pass the round's
+client states in and get them back every round, as they must: they live in
+the program's `ClientStateStore`. Only the server state stays resident.
+
+Type signatures of the calls (S = state, D = one client's data, M = metrics,
+C = one client's state):
     next: (<state=S@SERVER, client_data={D}@CLIENTS> -> <S@SERVER, M@SERVER>)
+    next: (<S@SERVER, {C}@CLIENTS, {D}@CLIENTS> -> <S@SERVER, {C}@CLIENTS, M@SERVER>)
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 import grpc
 import tensorflow_federated as tff
@@ -53,8 +59,10 @@ class _LoopThread:
 class ResidentRounds:
   """Per-round interface (like `multi_round.ChunkedRounds`) with the state on the worker.
 
-  `next(state, round_num)` runs round `round_num` on `round_batch(round_num)`.
-  The state is uploaded when it is not the one this object last returned;
+  `next(state, round_num)` runs round `round_num` on `round_batch(round_num)`,
+  or on `inputs` when given (every argument of `process.next` after the
+  state, e.g. (client_states, data)); it returns the state and every result
+  after it. The state is uploaded when it is not the one this object last returned;
   it is fetched and returned on rounds with `must_stop(round_num)`, otherwise
   the given `state` is returned unchanged (it is then stale: the current
   state lives on the worker).
@@ -76,29 +84,41 @@ class ResidentRounds:
     self._remote_state = None
     self._returned = None   # the Python state this object last returned
 
-  async def _round(self, state, batch):
+  async def _round(self, state, inputs):
     if state is not self._returned or self._remote_state is None:
       self._remote_state = await self._executor.create_value(state, self._types.parameter[0])
-    data = await self._executor.create_value(list(batch), self._types.parameter[1])
-    names = [name for name, _ in tff.structure.iter_elements(self._types.parameter)]
+    elements = list(tff.structure.iter_elements(self._types.parameter))
+    if len(inputs) != len(elements) - 1:
+      raise ValueError(f'process.next takes {len(elements) - 1} argument(s) after the state, '
+                       f'got {len(inputs)}.')
+    values = [self._remote_state]
+    for value, (_, value_type) in zip(inputs, elements[1:]):
+      value = list(value) if isinstance(value_type, tff.FederatedType) and \
+          value_type.placement is tff.CLIENTS else value
+      values.append(await self._executor.create_value(value, value_type))
     arg = await self._executor.create_struct(
-        collections.OrderedDict(zip(names, (self._remote_state, data))))
+        collections.OrderedDict(zip([name for name, _ in elements], values)))
     call = await self._executor.create_call(self._fn, arg)
     self._remote_state = await self._executor.create_selection(call, 0)
-    metrics = await (await self._executor.create_selection(call, 1)).compute()
-    return tff.types.type_to_py_container(metrics, self._types.result[1])
+    outputs = []
+    for i in range(1, len(self._types.result)):
+      value = await (await self._executor.create_selection(call, i)).compute()
+      outputs.append(tff.types.type_to_py_container(value, self._types.result[i]))
+    return outputs
 
   async def _fetch(self):
     value = await self._remote_state.compute()
     return tff.types.type_to_py_container(value, self._types.result[0])
 
-  def next(self, state, round_num: int):
-    metrics = self._loop.run(self._round(state, self._round_batch(round_num)))
+  def next(self, state, round_num: int, inputs: Optional[Sequence] = None) -> Tuple:
+    if inputs is None:
+      inputs = (self._round_batch(round_num),)
+    outputs = self._loop.run(self._round(state, tuple(inputs)))
     if self._must_stop(round_num):
       state = self._returned = self._loop.run(self._fetch())
     else:
       self._returned = state
-    return state, metrics
+    return (state, *outputs)
 
   def close(self) -> None:
     self._remote_state = self._fn = None

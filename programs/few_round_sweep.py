@@ -1,0 +1,138 @@
+r"""Chooses few-round hyperparameters on validation classes: a grid of config values.
+
+  python -m programs.few_round_sweep --config=configs/fewround/femnist62_5way_iid.toml \
+      --methods=fedavg --grid=inner_lr=0.003,0.01,0.03 --grid=local_steps=1,5
+  python -m programs.few_round_sweep --config=configs/fewround/femnist62_5way_iid.toml \
+      --methods=frl_linear,fedavg --grid=head_lr=0.01,0.03,0.1 --episodes=40 --test_episodes=10
+
+Every combination of the --grid values (KEY=V1,V2,...; KEY any top-level
+config key) runs `programs.few_round`'s methods with `eval_part =
+"validation"` (classes that neither meta-training nor the final test uses),
+each in <output_dir>/<combination>. The table, one row per combination and a
+column per method (accuracy after the largest test round, mean ± 95% CI), is
+printed and written to <output_dir>/sweep.md and sweep.json; the best
+combination per method is marked. Other flags override the config as in
+`programs.few_round`.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags  # noqa: E402
+
+from tff_meta.fewround import baselines  # noqa: E402
+from tff_meta.fewround import config as config_lib  # noqa: E402
+from tff_meta.fewround import experiment  # noqa: E402
+from tff_meta.fewround import tasks  # noqa: E402
+from tff_meta.program import errors, executor, logs  # noqa: E402
+from tff_meta.program.config import ConfigError  # noqa: E402
+from tff_meta.program.errors import USER_ERRORS  # noqa: E402
+
+config_lib.define_flags(flags)
+flags.DEFINE_bool('progress', True, 'Show progress bars.')
+executor.define_flags(flags)
+flags.DEFINE_multi_string('grid', [], 'KEY=V1,V2,... : values of one config key to try '
+                          '(repeat the flag for more keys; all combinations run).')
+FLAGS = flags.FLAGS
+
+
+def parse_grid(items):
+  """['inner_lr=0.01,0.1', ...] -> [('inner_lr', ['0.01', '0.1']), ...], checked."""
+  fields = {f.name: f for f in dataclasses.fields(config_lib.FewRoundConfig)}
+  grid = []
+  for item in items:
+    key, sep, values = item.partition('=')
+    key = key.strip()
+    if not sep or not values.strip():
+      raise ConfigError(f'--grid {item!r}: write KEY=V1,V2,... (e.g. inner_lr=0.01,0.1).')
+    if key not in fields or key in ('data', 'model_options', 'methods', 'output_dir',
+                                    'eval_part'):
+      raise ConfigError(f'--grid key {key!r} is not a sweepable config key.')
+    grid.append((key, [v.strip() for v in values.split(',') if v.strip()]))
+  if not grid:
+    raise ConfigError('Give at least one --grid KEY=V1,V2,...')
+  return grid
+
+
+def _typed(cfg, key, text):
+  kind = type(getattr(cfg, key))
+  if kind is bool:
+    return text.lower() in ('1', 'true', 'yes')
+  if kind is tuple:
+    return config_lib.load(None, {key: text}).__dict__[key]
+  try:
+    return kind(text)
+  except ValueError:
+    raise ConfigError(f'--grid {key}: {text!r} is not a {kind.__name__}.') from None
+
+
+def combinations(cfg, grid):
+  """(label, config) per combination, validation classes, own output folder."""
+  root = cfg.resolved_output_dir()
+  for values in itertools.product(*[v for _, v in grid]):
+    changes = {k: _typed(cfg, k, v) for (k, _), v in zip(grid, values)}
+    label = ','.join(f'{k}={v}' for (k, _), v in zip(grid, values))
+    folder = os.path.join(root, label.replace('=', '_').replace(',', '__'))
+    yield label, dataclasses.replace(
+        cfg, eval_part='validation', output_dir=folder, **changes).validate()
+
+
+def table(cfg, results):
+  """Markdown: a row per combination, a column per method; best per method in bold."""
+  last = str(max(cfg.test_rounds))
+  best = {m: max(results, key=lambda row: row['methods'][m]['mean'])['label']
+          for m in cfg.methods}
+  lines = ['| ' + ' | '.join(['setting', *cfg.methods]) + ' |',
+           '|---' * (1 + len(cfg.methods)) + '|']
+  for row in results:
+    cells = []
+    for m in cfg.methods:
+      text = row['methods'][m]['text']
+      cells.append(f'**{text}**' if best[m] == row['label'] else text)
+    lines.append(f"| {row['label']} | " + ' | '.join(cells) + ' |')
+  return '\n'.join(lines) + f'\n\nValidation-class accuracy after R = {last} test rounds.\n'
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  logs.quiet()
+  try:
+    grid = parse_grid(FLAGS.grid)
+    cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
+    for method in cfg.methods:
+      baselines.METHODS.get(method)
+    cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
+    if not FLAGS.output_dir:
+      cfg = dataclasses.replace(cfg, output_dir=os.path.join(
+          'runs', cfg.name + '_sweep'))
+    settings = list(combinations(cfg, grid))
+    data = experiment.load_data(cfg)
+    root = cfg.resolved_output_dir()
+    os.makedirs(root, exist_ok=True)
+    results = []
+    last = str(max(cfg.test_rounds))
+    with executor.make_pool(FLAGS, log_dir=root) as pool:
+      for i, (label, setting) in enumerate(settings):
+        print(f'[{i + 1}/{len(settings)}] {label}', flush=True)
+        os.makedirs(setting.resolved_output_dir(), exist_ok=True)
+        rows = experiment.run(setting, data, pool, FLAGS.progress, setting.resolved_output_dir())
+        results.append({'label': label, 'methods': {
+            r['method']: r['accuracy'][last] for r in rows}})
+        text = table(cfg, results)
+        with open(os.path.join(root, 'sweep.md'), 'w') as f:
+          f.write(text)
+        with open(os.path.join(root, 'sweep.json'), 'w') as f:
+          json.dump({'grid': grid, 'results': results}, f, indent=1)
+  except (*USER_ERRORS, ValueError) as e:
+    errors.fail(e)
+  print(text)
+  print(f'Outputs in {root}')
+
+
+if __name__ == '__main__':
+  app.run(main)

@@ -1,0 +1,124 @@
+"""Fine-tuning via one-shot FL: halving, CV split, selection and the CV score against plain TF."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tff_meta.fewround import deploy, oneshot
+from tff_meta.fewround import process as P
+from tests.fewround import fixtures
+
+SHAPE, WAYS = fixtures.SHAPE, fixtures.WAYS
+
+
+def episode_clients(seed=0, count=3):
+  rng = np.random.default_rng(seed)
+  return [fixtures.client(rng, (3, 2, 4), query=5) for _ in range(count)]
+
+
+def test_halve_keeps_every_image_and_deals_classes_alternately():
+  clients = episode_clients()
+  halves = oneshot.halve(clients)
+  assert len(halves) == 2 * len(clients)
+  for k, c in enumerate(clients):
+    a, b = halves[2 * k], halves[2 * k + 1]
+    for part in ('support', 'query'):
+      both = np.concatenate([a[f'{part}_x'], b[f'{part}_x']])
+      assert sorted(map(bytes, both)) == sorted(map(bytes, c[f'{part}_x']))
+      for cls in range(WAYS):
+        n_a, n_b = np.sum(a[f'{part}_y'] == cls), np.sum(b[f'{part}_y'] == cls)
+        assert n_a - n_b in (0, 1)           # alternate dealing: the first half gets the odd one
+    assert a['num_ways'] == b['num_ways'] == c['num_ways']
+
+
+def test_cv_split_scores_on_held_out_support_never_on_query():
+  c = episode_clients()[0]
+  task = oneshot.cv_split(c)
+  rows = np.concatenate([task['support_x'], task['query_x']])
+  assert sorted(map(bytes, rows)) == sorted(map(bytes, c['support_x']))
+  assert not set(map(bytes, task['query_x'])) & set(map(bytes, c['query_x']))
+  assert set(task['query_y']) <= set(task['support_y'])   # held-out classes were trained on
+
+
+def test_select_keeps_the_best_and_breaks_ties_by_index():
+  assert oneshot.select([0.5, 0.9, 0.5, -1.0, 0.9], 3) == [1, 4, 0]
+  assert oneshot.select([0.1, 0.2], 5) == [1, 0]
+
+
+@pytest.fixture(scope='module')
+def linear(tff_worker):
+  model = fixtures.tiny('linear')
+  hp = P.FewRoundHparams(inner_lr=0.1, local_steps=2)
+  spec = P.data_spec(SHAPE)
+  start, round_fn, evaluate = P.build_round(model, hp, spec)
+  return model, hp, spec, (start, round_fn, evaluate)
+
+
+def test_cv_score_is_held_out_accuracy_after_local_steps(linear, tff_context):
+  model, hp, spec, (start, _, _) = linear
+  tasks = [oneshot.cv_split(c) for c in oneshot.halve(episode_clients(1))]
+  cv_score = oneshot.build_cv_score(model, hp, spec, start.type_signature.result)
+  got = cv_score(start(model.initial_weights), tasks)
+
+  def reference(theta, sx, sy, qx, qy, n):
+    mask = tf.sequence_mask(n, WAYS, dtype=tf.float32)
+    batch = P.ClientBatch(sx, sy, mask)
+    loss = lambda w: model.classifier.local_loss(model, w, batch, None, None, 0.0)
+    for _ in range(hp.local_steps):           # plain SGD, written out
+      with tf.GradientTape() as tape:
+        tape.watch(theta)
+        value = loss(theta)
+      theta = [w - hp.inner_lr * g for w, g in zip(theta, tape.gradient(value, theta))]
+    logits = model.classifier.logits(model, theta, qx, mask)
+    return tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), qy),
+                                  tf.float32))
+
+  want = [fixtures.in_graph(reference, model.initial_weights, t['support_x'], t['support_y'],
+                            t['query_x'], t['query_y'], t['num_ways']) for t in tasks]
+  np.testing.assert_allclose(np.asarray(got, np.float32), want, atol=1e-6)
+
+
+def test_keeping_every_client_is_plain_fedavg_on_the_halves(linear, tff_context):
+  model, hp, spec, computations = linear
+  clients = episode_clients(2)
+  everyone = oneshot.CVSelection(model, hp, spec, keep=2 * len(clients))
+  got = everyone(*computations, model.initial_weights, clients, [1, 2])
+  want = deploy.deploy_episode(*computations, model.initial_weights, oneshot.halve(clients),
+                               [1, 2])
+  assert got.keys() == want.keys()
+  for r in got:
+    assert got[r] == pytest.approx(want[r], abs=1e-6)
+  assert [sorted(s) for s in everyone.selections[0]] == [list(range(6))] * 2
+
+
+def test_diverging_clients_are_never_selected(linear, tff_context):
+  model, hp, spec, computations = linear
+  clients = episode_clients(3, count=4)
+  for c in clients[:2]:                       # their halves: clients 0-3 of the 8
+    c['support_x'] = np.full_like(c['support_x'], np.nan)
+  select_half = oneshot.CVSelection(model, hp, spec, keep=4)
+  out = select_half(*computations, model.initial_weights, clients, [1, 2])
+  assert all(np.isfinite(v) for v in out.values())
+  for kept in select_half.selections[0]:
+    assert len(kept) == 4 and min(kept) >= 4, kept
+
+
+def test_head_lr_steps_the_linear_head_alone():
+  model = fixtures.tiny('linear')
+  c = episode_clients()[0]
+  batch = dict(x=c['support_x'], y=c['support_y'])
+
+  def step(head_lr):
+    hp = P.FewRoundHparams(inner_lr=0.01, head_lr=head_lr, local_steps=1)
+
+    def one(theta, x, y):
+      b = P.ClientBatch(x, y, tf.ones([WAYS]))
+      return P.local_update(model, hp, theta, b, None, None, 0.0)
+    return fixtures.in_graph(one, model.initial_weights, batch['x'], batch['y'])
+
+  base, faster = step(0.0), step(0.05)        # 0: the head uses inner_lr
+  body = model.num_backbone
+  for w0, a, b in zip(model.initial_weights[:body], base[:body], faster[:body]):
+    np.testing.assert_allclose(a, b, atol=1e-7)
+  for w0, a, b in zip(model.initial_weights[body:], base[body:], faster[body:]):
+    np.testing.assert_allclose(b - w0, 5.0 * (a - w0), rtol=1e-4, atol=1e-7)

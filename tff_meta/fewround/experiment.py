@@ -1,0 +1,77 @@
+"""One few-round experiment: prepare and test every configured method, write the results.
+
+Used by `programs/few_round.py` (one config) and `programs/few_round_sweep.py`
+(a grid of configs). Outputs in the run folder: results.json (the config as
+TOML and one row per method), results.md (the table), written after every
+method so a stopped run keeps what it finished.
+"""
+
+import json
+import os
+import time
+
+import tensorflow_federated as tff
+
+from tff_meta.fewround import baselines, deploy, process, tasks
+
+
+def table(cfg, rows) -> str:
+  header = '| method | ' + ' | '.join(f'R = {r}' for r in cfg.test_rounds) + \
+      ' | preparing rounds | seconds |'
+  lines = [header, '|' + '---|' * (len(cfg.test_rounds) + 3)]
+  for row in rows:
+    cells = ' | '.join(row['accuracy'][str(r)]['text'] for r in cfg.test_rounds)
+    lines.append(f"| {row['method']} | {cells} | {row['info'].get('communication_rounds', 0)} "
+                 f"| {row['seconds']:.0f} |")
+  return '\n'.join(lines)
+
+
+def to_toml(cfg) -> str:
+  out = []
+  for key, value in cfg.__dict__.items():
+    if isinstance(value, dict):
+      continue
+    out.append(f'{key} = {json.dumps(list(value) if isinstance(value, tuple) else value)}')
+  for table in ('data', 'model_options'):
+    out.append(f'\n[{table}]')
+    out += [f'{k} = {json.dumps(v)}' for k, v in getattr(cfg, table).items()]
+  return '\n'.join(out) + '\n'
+
+
+def load_data(cfg):
+  data = tasks.load_class_split(cfg.dataset, cfg.class_split, cfg.seed, **cfg.data)
+  print(f'{data.description}; classes per part: '
+        f'{ {k: len(v) for k, v in data.classes.items()} }', flush=True)
+  return data
+
+
+def write(cfg, out, rows) -> str:
+  text = table(cfg, rows)
+  with open(os.path.join(out, 'results.json'), 'w') as f:
+    json.dump({'config': to_toml(cfg), 'results': rows}, f, indent=1)
+  with open(os.path.join(out, 'results.md'), 'w') as f:
+    f.write(text + '\n')
+  return text
+
+
+def run(cfg, data, pool, progress: bool, out: str):
+  """Prepares and tests every method (results written after each); returns the rows."""
+  ctx = baselines.Context(cfg, data, progress)
+  rows = []
+  with tff.framework.get_context_stack().install(pool.context):
+    for name in cfg.methods:
+      start = time.time()
+      with pool.watch(f'method {name}'):
+        prepared = baselines.METHODS.get(name)(ctx)
+        computations = process.build_round(prepared.model, prepared.hparams, ctx.spec)
+        summaries = deploy.test_episodes(
+            computations, prepared.weights,
+            lambda i: ctx.episode(cfg.eval_part, baselines.TEST_STREAM, i), cfg.test_episodes,
+            cfg.test_rounds, progress, desc=f'test {name}', episode_fn=prepared.episode_fn)
+      row = {'method': name, 'seconds': time.time() - start, 'info': prepared.info,
+             'accuracy': {str(r): {'mean': s.mean, 'ci95': s.ci95, 'episodes': s.episodes,
+                                   'text': str(s)} for r, s in summaries.items()}}
+      print(f"{name}: " + ', '.join(f'R={r} {s}' for r, s in summaries.items()), flush=True)
+      rows.append(row)
+      write(cfg, out, rows)
+  return rows
