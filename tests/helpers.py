@@ -262,3 +262,23 @@ def kill_run_at_checkpoint(cmd, out, round_num, worker_exit_s, timeout=240):
     assert time.time() < deadline, 'the killed run\'s worker survived'
     time.sleep(0.1)
   return workers
+
+
+def fedmeta_rounds(variant: str, clients_per_round: int):
+  """A FedMeta process on digits (MLP, server Adam) and its seeded round batches.
+
+  Returns (process, round_batch(r) -> the episodes of round r's sampled clients).
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tff_meta.algorithms import fedmeta  # pylint: disable=g-import-not-at-top
+  from tff_meta.program import client_data  # pylint: disable=g-import-not-at-top
+  data, model = digits_protocol(), mlp_spec()
+  proc = fedmeta.build_fedmeta_process(
+      model, variant=variant, inner_lr=0.1, inner_steps=1,
+      server_optimizer=tff.learning.optimizers.build_adam(learning_rate=0.01))
+
+  def round_batch(r):
+    idx = client_data.sample_clients(len(data.train), clients_per_round, 0, r)
+    return client_data.round_data('episode', [data.train[i] for i in idx], 0, r)
+  return proc, round_batch
+

@@ -15,6 +15,7 @@ import tensorflow_federated as tff
 from tff_meta.algorithms import Hparams
 from tff_meta.program import config as config_lib
 from tff_meta.program import experiment
+from tff_meta.runtime.pool import WorkerPool
 
 CFG = config_lib.ExperimentConfig(
     algorithm='fedmeta_metasgd', dataset='digits', model='mlp', rounds=9, clients_per_round=3,
@@ -35,11 +36,16 @@ def runs(tmp_path_factory):
   data = experiment.prepare_data(CFG)
   model = experiment.build_model(CFG, data)
   outs = {}
-  for name, k, rounds in (('single', 1, 9), ('multi', 4, 5), ('multi', 4, 9), ('resident', 1, 9)):
+  for name, k, rounds in (('single', 1, 9), ('multi', 4, 5), ('multi', 4, 9), ('resident', 1, 9),
+                          ('pool_resident', 1, 9)):
     out = tmp_path_factory.getbasetemp() / name
     cfg = dataclasses.replace(CFG, rounds_per_call=k, rounds=rounds, output_dir=str(out),
-                              resident_state=name == 'resident')
-    experiment.run(cfg, data=data, model=model, show_progress=False)
+                              resident_state=name.endswith('resident'))
+    if name == 'pool_resident':   # the state on worker 0, the clients split over 2 workers
+      with WorkerPool.local(2) as pool:
+        experiment.run(cfg, data=data, model=model, pool=pool, show_progress=False)
+    else:
+      experiment.run(cfg, data=data, model=model, show_progress=False)
     outs[name] = out
   outs['initial'] = experiment.build_algorithm(CFG, model, data).process.initialize
   return outs
@@ -50,7 +56,7 @@ def _state(runs, name, round_num):
   return asyncio.run(manager.load(round_num, runs['initial']()))
 
 
-@pytest.mark.parametrize('name', ['multi', 'resident'])
+@pytest.mark.parametrize('name', ['multi', 'resident', 'pool_resident'])
 def test_run_equals_single_rounds(runs, name):
   single, other = _rows(runs['single'] / 'metrics.csv'), _rows(runs[name] / 'metrics.csv')
   assert [r['round'] for r in other] == [str(r) for r in range(1, 10)]
@@ -66,7 +72,7 @@ def test_run_equals_single_rounds(runs, name):
                                float(evals['single'][round_num]['test_accuracy']), atol=1e-6)
 
 
-@pytest.mark.parametrize('name', ['multi', 'resident'])
+@pytest.mark.parametrize('name', ['multi', 'resident', 'pool_resident'])
 def test_checkpoints_land_on_the_same_rounds_with_the_same_state(runs, tff_context, name):
   for round_num in (8, 9):
     a, b = _state(runs, 'single', round_num), _state(runs, name, round_num)

@@ -2,23 +2,13 @@
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_federated as tff
 
 from tests import helpers
-from tff_meta.algorithms import fedmeta
-from tff_meta.program import client_data
 from tff_meta.runtime.resident import ResidentRounds
 
 
 def test_resident_rounds_equal_process_next_and_fetch_only_at_stops(tff_context):
-  data, model = helpers.digits_protocol(), helpers.mlp_spec()
-  proc = fedmeta.build_fedmeta_process(
-      model, variant='metasgd', inner_lr=0.1, inner_steps=1,
-      server_optimizer=tff.learning.optimizers.build_adam(learning_rate=0.01))
-
-  def round_batch(r):
-    idx = client_data.sample_clients(len(data.train), 3, 0, r)
-    return client_data.round_data('episode', [data.train[i] for i in idx], 0, r)
+  proc, round_batch = helpers.fedmeta_rounds('metasgd', 3)
 
   resident = ResidentRounds(proc, f'localhost:{tff_context.port}', 3, round_batch,
                             must_stop=lambda r: r in (2, 5))

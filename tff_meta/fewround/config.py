@@ -39,7 +39,7 @@ class FewRoundConfig:
   meta_lr: float = 0.01
   meta_lr_decay_episode: int = 5000
   methods: Tuple[str, ...] = ('frl_distance_gpal', 'frl_distance', 'frl_linear', 'fedavg',
-                              'finetune_fedavg')
+                              'finetune_fedavg', 'finetune_oneshot')
   seed: int = 0
   output_dir: str = ''
   data: Dict[str, Any] = dataclasses.field(default_factory=dict)

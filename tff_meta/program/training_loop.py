@@ -44,7 +44,7 @@ from tff_meta.evaluation import communication, personalized
 from tff_meta.program import client_data
 from tff_meta.program.config import ConfigError
 from tff_meta.program.client_states import ClientStateStore
-from tff_meta.runtime import resident
+from tff_meta.runtime import pool_resident, resident
 from tff_meta.runtime.pool import WorkerPool
 
 DIVERGENCE_PATIENCE = 5
@@ -140,11 +140,12 @@ def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store,
   """Several rounds per TFF call, or the state kept on the worker (issue #8); None = neither."""
   if rounds_per_call == 1 and not resident_state:
     return None
-  if len(pool.addresses) > 1:
+  if len(pool.addresses) > 1 and (rounds_per_call > 1 or store is not None):
     raise ConfigError(
-        f'rounds_per_call={rounds_per_call} and resident_state={resident_state} need one worker '
-        f'(got {len(pool.addresses)}); set rounds_per_call = 1 and resident_state = false for a '
-        'worker pool.')
+        f'On a worker pool ({len(pool.addresses)} workers) rounds_per_call must be 1, and '
+        f'resident_state needs an algorithm without client state ({alg.display_name}'
+        f'{" keeps state per client" if store is not None else ""}); set rounds_per_call = 1 '
+        'and resident_state = false, or use one worker.')
   if store is not None and rounds_per_call > 1:
     raise ConfigError(
         f'rounds_per_call={rounds_per_call} needs an algorithm without client state '
@@ -155,9 +156,13 @@ def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store,
     idx = client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
     return client_data.round_data(alg.train_data, [data.train[i] for i in idx], seed, round_num)
 
+  num_clients = min(clients_per_round, len(data.train))
+  if resident_state and len(pool.addresses) > 1:
+    return pool_resident.PoolResidentRounds(alg.process, pool.addresses, num_clients,
+                                            round_batch, must_stop)
   if resident_state:
-    return resident.ResidentRounds(alg.process, pool.addresses[0],
-                                   min(clients_per_round, len(data.train)), round_batch, must_stop)
+    return resident.ResidentRounds(alg.process, pool.addresses[0], num_clients, round_batch,
+                                   must_stop)
   return multi_round.ChunkedRounds(alg.process, rounds_per_call, round_batch, must_stop)
 
 
