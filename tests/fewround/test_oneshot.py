@@ -101,24 +101,3 @@ def test_diverging_clients_are_never_selected(linear, tff_context):
   assert all(np.isfinite(v) for v in out.values())
   for kept in select_half.selections[0]:
     assert len(kept) == 4 and min(kept) >= 4, kept
-
-
-def test_head_lr_steps_the_linear_head_alone():
-  model = fixtures.tiny('linear')
-  c = episode_clients()[0]
-  batch = dict(x=c['support_x'], y=c['support_y'])
-
-  def step(head_lr):
-    hp = P.FewRoundHparams(inner_lr=0.01, head_lr=head_lr, local_steps=1)
-
-    def one(theta, x, y):
-      b = P.ClientBatch(x, y, tf.ones([WAYS]))
-      return P.local_update(model, hp, theta, b, None, None, 0.0)
-    return fixtures.in_graph(one, model.initial_weights, batch['x'], batch['y'])
-
-  base, faster = step(0.0), step(0.05)        # 0: the head uses inner_lr
-  body = model.num_backbone
-  for w0, a, b in zip(model.initial_weights[:body], base[:body], faster[:body]):
-    np.testing.assert_allclose(a, b, atol=1e-7)
-  for w0, a, b in zip(model.initial_weights[body:], base[body:], faster[body:]):
-    np.testing.assert_allclose(b - w0, 5.0 * (a - w0), rtol=1e-4, atol=1e-7)

@@ -121,3 +121,34 @@ def test_deployment_predicts_nearest_global_prototype(built, tff_context):
     d = ((f[:, None, :] - round_state['protos'][None]) ** 2).sum(-1)
     correct += int((d.argmin(1) == c['query_y']).sum())
   assert got['correct'] == correct
+
+
+def test_head_lr_steps_the_linear_head_alone():
+  model = fixtures.tiny('linear')
+  c = fixtures.client(np.random.default_rng(0), (3, 2, 4), query=5)
+  batch = dict(x=c['support_x'], y=c['support_y'])
+
+  def step(head_lr):
+    hp = P.FewRoundHparams(inner_lr=0.01, head_lr=head_lr, local_steps=1)
+
+    def one(theta, x, y):
+      b = P.ClientBatch(x, y, tf.ones([WAYS]))
+      return P.local_update(model, hp, theta, b, None, None, 0.0)
+    return fixtures.in_graph(one, model.initial_weights, batch['x'], batch['y'])
+
+  base, faster = step(0.0), step(0.05)        # 0: the head uses inner_lr
+  body = model.num_backbone
+  for w0, a, b in zip(model.initial_weights[:body], base[:body], faster[:body]):
+    np.testing.assert_allclose(a, b, atol=1e-7)
+  for w0, a, b in zip(model.initial_weights[body:], base[body:], faster[body:]):
+    np.testing.assert_allclose(b - w0, 5.0 * (a - w0), rtol=1e-4, atol=1e-7)
+
+
+def test_zero_head_starts_each_episode_with_a_zero_head_and_phi_body(tff_context):
+  model = fixtures.tiny('linear')
+  start, _, _ = P.build_round(model, P.FewRoundHparams(zero_head=True), P.data_spec(SHAPE))
+  theta = start(model.initial_weights)['theta']
+  body = model.num_backbone
+  for w0, w in zip(model.initial_weights[:body], theta[:body]):
+    np.testing.assert_array_equal(w, w0)
+  assert len(theta) > body and all(not np.any(w) for w in theta[body:])

@@ -128,7 +128,7 @@ def _pretrained(ctx: Context):
                                               cfg.num_clients, cfg.iid,
                                               (cfg.seed, PRETRAIN_STREAM, r))
     weights = training.federated_pretrain(
-        process_lib.build_round(pre_model, cfg.hparams(gamma=0.0), ctx.spec),
+        process_lib.build_round(pre_model, cfg.hparams(gamma=0.0, zero_head=False), ctx.spec),
         pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress)
     ctx.cache['pretrained'] = (pre_model, weights)
   return ctx.cache['pretrained']

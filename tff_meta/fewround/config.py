@@ -35,6 +35,7 @@ class FewRoundConfig:
   local_steps: int = 1
   inner_lr: float = 0.1
   head_lr: float = 0.0
+  zero_head: bool = False
   gamma: float = 0.1
   meta_lr: float = 0.01
   meta_lr_decay_episode: int = 5000
@@ -56,7 +57,8 @@ class FewRoundConfig:
 
   def hparams(self, **overrides) -> FewRoundHparams:
     hp = FewRoundHparams(rounds=self.rounds, local_steps=self.local_steps,
-                         inner_lr=self.inner_lr, head_lr=self.head_lr, gamma=self.gamma,
+                         inner_lr=self.inner_lr, head_lr=self.head_lr, zero_head=self.zero_head,
+                         gamma=self.gamma,
                          meta_lr=self.meta_lr, meta_lr_decay_episode=self.meta_lr_decay_episode)
     return dataclasses.replace(hp, **overrides)
 
@@ -104,6 +106,8 @@ HELP = {
     'local_steps': 'E: local SGD steps per round on the support set.',
     'inner_lr': 'alpha: local SGD learning rate.',
     'head_lr': 'Local SGD rate of the linear head (frl_linear, fedavg, finetune_*); 0: inner_lr.',
+    'zero_head': 'Start the linear head at zero in every episode and test run (frl_linear, '
+                 'fedavg, finetune_*).',
     'gamma': 'GPAL weight (Eq. 4) of the frl_distance_gpal method.',
     'meta_lr': 'beta: Adam learning rate of the meta-update.',
     'meta_lr_decay_episode': 'Divide beta by 10 from this episode on (0: never).',

@@ -68,6 +68,7 @@ class FewRoundHparams:
   meta_lr_decay_episode: int = 0     # beta / 10 from this episode on (0: never)
   local_adaptation: bool = False     # Appendix C personalization scheme
   head_lr: float = 0.0               # alpha of the linear head's weights (0: alpha)
+  zero_head: bool = False            # the linear head starts each episode at zero
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -196,10 +197,18 @@ def meta_lr(hp: FewRoundHparams, episode: tf.Tensor) -> tf.Tensor:
   return tf.where(decayed, hp.meta_lr / 10.0, hp.meta_lr)
 
 
-def fresh_round_state(model: FewRoundModel, weights):
-  """theta_0 = the given weights; no global prototypes yet (round 0)."""
+def fresh_round_state(model: FewRoundModel, weights, zero_head: bool = False):
+  """theta_0 = the given weights; no global prototypes yet (round 0).
+
+  With `zero_head` the linear head starts at zero in every episode, so its
+  first steps fit the episode's own label slots (the "zero trick" for
+  permuted labels); the body is phi's.
+  """
+  theta = list(weights)
+  if zero_head:
+    theta = theta[:model.num_backbone] + [tf.zeros_like(w) for w in theta[model.num_backbone:]]
   return collections.OrderedDict(
-      theta=list(weights), protos=tf.zeros([model.ways, model.feature_dim]),
+      theta=theta, protos=tf.zeros([model.ways, model.feature_dim]),
       mask=tf.zeros([model.ways]), has_protos=tf.constant(0.0))
 
 
@@ -218,7 +227,7 @@ def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Map
 
   @tff.tensorflow.computation(tff.types.tensorflow_to_type(weights_spec))
   def start(weights):
-    return fresh_round_state(model, weights)
+    return fresh_round_state(model, weights, hp.zero_head)
 
   round_type = start.type_signature.result
 
@@ -283,7 +292,7 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
 
   @tff.tensorflow.computation(state_type)
   def start(state):
-    return fresh_round_state(model, state['phi'])
+    return fresh_round_state(model, state['phi'], hp.zero_head)
 
   @tff.tensorflow.computation(state_type, round_type)
   def meta_broadcast(state, round_state):
