@@ -70,6 +70,17 @@ def load_clients(dataset: str, cache_dir: str, num_clients: int, examples: int):
   return ds, [splits[i % len(splits)] for i in range(num_clients)]
 
 
+def load_setup(flag_values, num_clients: int):
+  """(dataset, `num_clients` clients, model) from the shared --dataset/--cache_dir/
+  --examples/--model flags: the setup every benchmark starts from."""
+  from tff_meta.models import build_model_spec  # pylint: disable=g-import-not-at-top
+  ds, clients = load_clients(flag_values.dataset, flag_values.cache_dir, num_clients,
+                             flag_values.examples)
+  model = build_model_spec(flag_values.model, ds.element_shape, ds.num_classes,
+                           x_dtype=ds.x_dtype)
+  return ds, clients, model
+
+
 def build_algorithm(name: str, model, hparams: Hparams = HPARAMS):
   return ALGORITHMS.get(name)(model, hparams)
 

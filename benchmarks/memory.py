@@ -23,7 +23,6 @@ import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
 from tff_meta.algorithms import multi_round  # noqa: E402
-from tff_meta.models import build_model_spec  # noqa: E402
 from tff_meta.program import client_data, logs  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.resident import ResidentRounds  # noqa: E402
@@ -41,9 +40,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logs.quiet()
-  ds, clients = common.load_clients(FLAGS.dataset, FLAGS.cache_dir, FLAGS.pool_clients,
-                                    FLAGS.examples)
-  model = build_model_spec(FLAGS.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
+  ds, clients, model = common.load_setup(FLAGS, FLAGS.pool_clients)
   alg = common.build_algorithm(FLAGS.algorithm, model)
   k = FLAGS.rounds_per_call
   env = common.worker_env(FLAGS.worker_env)

@@ -35,7 +35,6 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app, flags  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.models import build_model_spec  # noqa: E402
 from tff_meta.program import client_data, logs  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 
@@ -52,8 +51,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logs.quiet()
-  ds, clients = common.load_clients(FLAGS.dataset, FLAGS.cache_dir, FLAGS.clients, FLAGS.examples)
-  model = build_model_spec(FLAGS.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
+  ds, clients, model = common.load_setup(FLAGS, FLAGS.clients)
   print(f'{FLAGS.model} ({model.num_parameters:,} parameters) on {FLAGS.dataset}, {FLAGS.clients} '
         f'clients x {FLAGS.examples} examples; per round: median [min-max] of {FLAGS.calls} calls '
         f'after {FLAGS.warmup} warm-up; {common.machine()}')

@@ -29,7 +29,6 @@ from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.models import build_model_spec  # noqa: E402
 from tff_meta.program import client_data, logs  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.pool_resident import PoolResidentRounds  # noqa: E402
@@ -44,8 +43,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logs.quiet()
-  ds, clients = common.load_clients(FLAGS.dataset, FLAGS.cache_dir, FLAGS.clients, FLAGS.examples)
-  model = build_model_spec(FLAGS.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype)
+  ds, clients, model = common.load_setup(FLAGS, FLAGS.clients)
   alg = common.build_algorithm(FLAGS.algorithm, model)
   batch = client_data.round_data(alg.train_data, clients, 0, 1)
   env = common.worker_env(FLAGS.worker_env)

@@ -58,23 +58,16 @@ def parse_grid(items):
   return grid
 
 
-def _typed(cfg, key, text):
-  kind = type(getattr(cfg, key))
-  if kind is bool:
-    return text.lower() in ('1', 'true', 'yes')
-  if kind is tuple:
-    return config_lib.load(None, {key: text}).__dict__[key]
-  try:
-    return kind(text)
-  except ValueError:
-    raise ConfigError(f'--grid {key}: {text!r} is not a {kind.__name__}.') from None
+def _typed(key, text):
+  """`text` as config key `key`'s type, read as a flag value would be."""
+  return getattr(config_lib.load(None, {key: text}), key)
 
 
 def combinations(cfg, grid):
   """(label, config) per combination, validation classes, own output folder."""
   root = cfg.resolved_output_dir()
   for values in itertools.product(*[v for _, v in grid]):
-    changes = {k: _typed(cfg, k, v) for (k, _), v in zip(grid, values)}
+    changes = {k: _typed(k, v) for (k, _), v in zip(grid, values)}
     label = ','.join(f'{k}={v}' for (k, _), v in zip(grid, values))
     folder = os.path.join(root, label.replace('=', '_').replace(',', '__'))
     yield label, dataclasses.replace(

@@ -51,7 +51,7 @@ from tensorflow_federated.proto.v0 import executor_pb2
 # RemoteValue is not exported under tff.framework in TFF 0.87.
 from tensorflow_federated.python.core.impl.executors import remote_executor
 
-from tff_meta.runtime.resident import _LoopThread
+from tff_meta.runtime.resident import LoopThread
 from tff_meta.runtime.workers import GRPC_OPTIONS
 
 
@@ -154,7 +154,7 @@ class PoolResidentRounds:
     self._round_batch = round_batch
     self._must_stop = must_stop
     self._num_clients = num_clients
-    self._loop = _LoopThread()
+    self._loop = LoopThread()
     self._threads = concurrent.futures.ThreadPoolExecutor(len(addresses))
     self._workers = [_Worker(a, n) for a, n in zip(addresses, self._counts)]
     compile_ = tff.backends.native.compiler.desugar_and_transform_to_native

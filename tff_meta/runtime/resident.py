@@ -38,7 +38,7 @@ import tensorflow_federated as tff
 from tff_meta.runtime.workers import GRPC_OPTIONS
 
 
-class _LoopThread:
+class LoopThread:
   """An event loop on its own thread, so sync callers (also inside asyncio.run) can wait."""
 
   def __init__(self):
@@ -77,7 +77,7 @@ class ResidentRounds:
     self._executor = tff.framework.RemoteExecutor(
         tff.framework.RemoteExecutorGrpcStub(self._channel))
     self._executor.set_cardinalities({tff.CLIENTS: num_clients})
-    self._loop = _LoopThread()
+    self._loop = LoopThread()
     compiled = tff.backends.native.compiler.desugar_and_transform_to_native(process.next)
     self._types = process.next.type_signature
     self._fn = self._loop.run(self._executor.create_value(compiled, compiled.type_signature))
