@@ -3,6 +3,8 @@ r"""Reproduces FedMeta Table 2 from its per-cell configs, with the paper's numbe
   python -m programs.reproduce                                   # all 36 cells (days on a CPU)
   python -m programs.reproduce --datasets=femnist --supports=20  # one column of the table
   python -m programs.reproduce --datasets=femnist --supports=20 --rounds=200   # a shortened run
+  python -m programs.reproduce --datasets=femnist --supports=20 --seeds=0,1,2   # mean ± std
+  python -m programs.reproduce --datasets=femnist --supports=20 --methods=fomaml  # Fig. 3's FOMAML
 
 Each cell runs `configs/fedmeta/table2_<dataset>_p<support>_<method>.toml`
 through the same training loop as programs/train.py: finished cells are read
@@ -19,6 +21,7 @@ import tomllib
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
@@ -26,11 +29,14 @@ from tff_meta.program import experiment, logs  # noqa: E402
 from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 METHODS = (('fedavg', 'FedAvg'), ('fedavg_meta', 'FedAvg(Meta)'), ('maml', 'FedMeta(MAML)'),
-           ('metasgd', 'FedMeta(Meta-SGD)'))
+           ('metasgd', 'FedMeta(Meta-SGD)'), ('fomaml', 'FedMeta(FOMAML)'))
+DEFAULT_METHODS = ('fedavg', 'fedavg_meta', 'maml', 'metasgd')
 flags.DEFINE_string('config_dir', 'configs/fedmeta', 'Folder of table2_*.toml cell configs.')
 flags.DEFINE_list('datasets', ['femnist', 'shakespeare', 'sent140'], 'Rows of the table to run.')
 flags.DEFINE_list('supports', ['20', '50', '90'], 'Support fractions (%) to run.')
-flags.DEFINE_list('methods', [m for m, _ in METHODS], 'Methods to run.')
+flags.DEFINE_list('methods', list(DEFAULT_METHODS), 'Methods to run (also: fomaml, whose cell '
+                  'exists for FEMNIST 20% only, for Fig. 3\'s cost comparison).')
+flags.DEFINE_list('seeds', ['0'], 'Seeds per cell; seed s > 0 runs in <output_dir>_seed<s>.')
 flags.DEFINE_integer('rounds', None, 'Override every cell\'s rounds (a shortened run).')
 flags.DEFINE_integer('eval_every', None, 'Override every cell\'s evaluation period.')
 flags.DEFINE_string('cache_dir', None, 'Override [data].cache_dir (TFF sqlite folder).')
@@ -44,11 +50,25 @@ def _paper(config_dir):
     return tomllib.load(f)
 
 
+def _wall_hours(output_dir):
+  """Hours of training rounds over all sessions of a run (metrics.csv round_seconds)."""
+  from tff_meta.program.training_loop import read_total  # pylint: disable=g-import-not-at-top
+  return read_total(os.path.join(output_dir, 'metrics.csv'), 'round_seconds') / 3600
+
+
 def main(argv):
   del argv
   logs.quiet()
   paper = _paper(FLAGS.config_dir)
   overrides = {'rounds': FLAGS.rounds, 'eval_every': FLAGS.eval_every, 'cache_dir': FLAGS.cache_dir}
+  names = dict(METHODS)
+  for method in FLAGS.methods:
+    if method not in names:
+      sys.exit(f'error: unknown method {method!r} in --methods; known: {", ".join(names)}')
+  try:
+    seeds = [int(s) for s in FLAGS.seeds]
+  except ValueError:
+    sys.exit(f'error: --seeds must be integers, got {",".join(FLAGS.seeds)}')
   rows = []
   for dataset in FLAGS.datasets:
     for support in FLAGS.supports:
@@ -57,24 +77,34 @@ def main(argv):
         if not os.path.exists(path):
           sys.exit(f'error: no config {path}; known: '
                    f'{sorted(glob.glob(os.path.join(FLAGS.config_dir, "table2_*.toml")))[:4]}...')
-        try:
-          cfg = config_lib.load(path, overrides)
-          if FLAGS.output_root:
-            cfg = cfg.for_algorithm(cfg.algorithm, os.path.join(FLAGS.output_root, cfg.name))
-          result = experiment.run(cfg.validate(), show_progress=FLAGS.progress)
-        except USER_ERRORS as e:
-          sys.exit(f'error in {path}: {e}')
+        accs, stds, hours = [], [], []
+        for seed in seeds:
+          try:
+            cfg = config_lib.load(path, dict(overrides, seed=seed))
+            out = cfg.resolved_output_dir()
+            if FLAGS.output_root:
+              out = os.path.join(FLAGS.output_root, cfg.name)
+            if seed:
+              out = f'{out}_seed{seed}'
+            cfg = cfg.for_algorithm(cfg.algorithm, out)
+            result = experiment.run(cfg.validate(), show_progress=FLAGS.progress)
+          except USER_ERRORS as e:
+            sys.exit(f'error in {path}: {e}')
+          accs.append(result.test.accuracy * 100)
+          stds.append(result.test.client_std * 100)
+          hours.append(_wall_hours(out))
         want = paper.get(dataset, {}).get(method, {}).get(f'p{support}')
-        rows.append((dataset, support, method, result.test.accuracy * 100,
-                     result.test.client_std * 100, cfg.rounds, want))
-  names = dict(METHODS)
+        rows.append((dataset, support, method, accs, stds, hours, cfg.rounds, want))
   print('\nFedMeta Table 2: accuracy % on test clients\' query sets (all data points)')
-  print(f'overrides: {json.dumps({k: v for k, v in overrides.items() if v is not None})}\n')
-  print('| Dataset | Support | Method | Ours | Client std | Rounds | Paper |')
-  print('|---|---|---|---|---|---|---|')
-  for dataset, support, method, acc, std, rounds, want in rows:
+  print(f'overrides: {json.dumps({k: v for k, v in overrides.items() if v is not None})}; '
+        f'seeds: {",".join(map(str, seeds))}\n')
+  print('| Dataset | Support | Method | Ours | Client std | Rounds | Hours/seed | Paper |')
+  print('|---|---|---|---|---|---|---|---|')
+  for dataset, support, method, accs, stds, hours, rounds, want in rows:
     paper_txt = f'{want[0]:.2f} ± {want[1]:.2f}' if want else 'n/a'
-    print(f'| {dataset} | {support}% | {names[method]} | {acc:.2f} | {std:.2f} | {rounds} | {paper_txt} |')
+    ours = (f'{np.mean(accs):.2f} ± {np.std(accs):.2f}' if len(accs) > 1 else f'{accs[0]:.2f}')
+    print(f'| {dataset} | {support}% | {names[method]} | {ours} | {np.mean(stds):.2f} | {rounds} '
+          f'| {np.mean(hours):.2f} | {paper_txt} |')
 
 
 if __name__ == '__main__':

@@ -84,8 +84,15 @@ def test_checkpoints_land_on_the_same_rounds_with_the_same_state(runs, tff_conte
 def test_bad_settings_are_named():
   with pytest.raises(config_lib.ConfigError, match='rounds_per_call must be >= 1'):
     dataclasses.replace(CFG, rounds_per_call=0).validate()
-  with pytest.raises(config_lib.ConfigError, match='cannot be combined'):
-    dataclasses.replace(CFG, rounds_per_call=2, resident_state=True).validate()
+  assert config_lib.ExperimentConfig().resident_state is True   # the fast path is the default
+
+
+def test_unrolled_rounds_fall_back_from_resident_state_with_a_note(tmp_path, capfd):
+  cfg = dataclasses.replace(CFG, rounds=2, rounds_per_call=2, resident_state=True,
+                            output_dir=str(tmp_path))
+  experiment.run(cfg, show_progress=False)
+  err = capfd.readouterr().err
+  assert 'note: rounds_per_call=2' in err and 'Traceback' not in err
 
 
 def test_resident_state_with_client_states_equals_single_rounds(tmp_path):

@@ -41,7 +41,7 @@ class ExperimentConfig:
   eval_every: int = 10
   checkpoint_every: int = 10
   rounds_per_call: int = 1
-  resident_state: bool = False
+  resident_state: bool = True
   output_dir: str = ''
   data: Dict[str, Any] = dataclasses.field(default_factory=dict)
   model_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -77,9 +77,6 @@ class ExperimentConfig:
                 'rounds_per_call'):
       if getattr(self, key) < 1:
         raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
-    if self.resident_state and self.rounds_per_call > 1:
-      raise ConfigError(f'resident_state and rounds_per_call={self.rounds_per_call} cannot be '
-                        'combined; use one (resident_state = false or rounds_per_call = 1).')
     if self.final_eval_rounds < 1 or self.final_eval_rounds > self.rounds:
       raise ConfigError(f'final_eval_rounds must be in [1, rounds={self.rounds}], '
                         f'got {self.final_eval_rounds}.')
@@ -117,7 +114,7 @@ HELP = {
     'eval_every': 'Evaluate on validation and test clients every N rounds.',
     'checkpoint_every': 'Save the server state every N rounds (and at the end).',
     'rounds_per_call': 'Rounds run per TFF call (issue #8: the server state crosses to the worker once per call; same results as 1). Calls end on evaluation and checkpoint rounds. Needs a stateless algorithm on one worker.',
-    'resident_state': 'Keep the server state on the TFF worker between rounds and fetch it only on evaluation and checkpoint rounds (issue #8; same results). Needs one worker and rounds_per_call = 1; client states (SCAFFOLD, FedEC, ...) still cross every round.',
+    'resident_state': 'Keep the server state on the TFF worker between rounds and fetch it only on evaluation and checkpoint rounds (default; same results as false). On a pool the state stays on worker 0. Falls back, with a note, with rounds_per_call > 1 and for algorithms with client state on a pool.',
     'output_dir': 'Output folder (metrics, checkpoints, results); default runs/<name>.',
     'inner_lr': 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
     'inner_steps': 'Inner SGD steps on the support set during meta-training.',

@@ -137,20 +137,36 @@ def _eval_row(split_name, summary) -> Dict[str, float]:
 
 def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store, rounds_per_call: int,
                     resident_state: bool, clients_per_round: int, seed: int, must_stop):
-  """Several rounds per TFF call, or the state kept on the worker (issue #8); None = neither."""
+  """The fast round path for this run, or None for TFF's plain `process.next`.
+
+  `resident_state` (the default, issue #13) keeps the server state on the
+  worker: `ResidentRounds` on one worker, `PoolResidentRounds` on a pool. It
+  falls back to the plain path, with a one-line note, where it cannot apply:
+  with `rounds_per_call` > 1 (which runs its own chunks) and for algorithms
+  with client state on a pool. Every path gives the same results.
+  """
+  if len(pool.addresses) > 1 and (rounds_per_call > 1 or store is not None):
+    if rounds_per_call > 1:
+      raise ConfigError(
+          f'On a worker pool ({len(pool.addresses)} workers) rounds_per_call must be 1; '
+          'set rounds_per_call = 1 (the pool keeps the state resident on worker 0).')
+    if resident_state:
+      note(f'{alg.display_name} keeps state per client, so on a pool of '
+           f'{len(pool.addresses)} workers its rounds go through TFF\'s mergeable context '
+           '(resident server state needs one worker for such algorithms).')
+    resident_state = False
+  if rounds_per_call > 1:
+    if store is not None:
+      raise ConfigError(
+          f'rounds_per_call={rounds_per_call} needs an algorithm without client state '
+          f'({alg.display_name} keeps state per client, which changes between the unrolled '
+          'rounds); use resident_state = true instead, or rounds_per_call = 1.')
+    if resident_state:
+      note(f'rounds_per_call={rounds_per_call}: the server state crosses once per call of '
+           f'{rounds_per_call} rounds instead of staying resident on the worker.')
+    resident_state = False
   if rounds_per_call == 1 and not resident_state:
     return None
-  if len(pool.addresses) > 1 and (rounds_per_call > 1 or store is not None):
-    raise ConfigError(
-        f'On a worker pool ({len(pool.addresses)} workers) rounds_per_call must be 1, and '
-        f'resident_state needs an algorithm without client state ({alg.display_name}'
-        f'{" keeps state per client" if store is not None else ""}); set rounds_per_call = 1 '
-        'and resident_state = false, or use one worker.')
-  if store is not None and rounds_per_call > 1:
-    raise ConfigError(
-        f'rounds_per_call={rounds_per_call} needs an algorithm without client state '
-        f'({alg.display_name} keeps state per client, which changes between the unrolled '
-        'rounds); use resident_state = true instead, or rounds_per_call = 1.')
 
   def round_batch(round_num):
     idx = client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
@@ -166,10 +182,20 @@ def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store,
   return multi_round.ChunkedRounds(alg.process, rounds_per_call, round_batch, must_stop)
 
 
+def note(message: str) -> None:
+  """A one-line note on stderr (once per message per process)."""
+  if message not in _NOTED:
+    _NOTED.add(message)
+    print(f'note: {message}', file=sys.stderr)
+
+
+_NOTED = set()
+
+
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
-               rounds_per_call: int = 1, resident_state: bool = False) -> RunResult:
+               rounds_per_call: int = 1, resident_state: bool = True) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, 'checkpoints'), keep_total=3)
@@ -311,7 +337,7 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
         final_eval_rounds: int = 1, rounds_per_call: int = 1,
-        resident_state: bool = False) -> RunResult:
+        resident_state: bool = True) -> RunResult:
   """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
 
   `rounds_per_call` > 1 runs that many rounds per TFF call (`multi_round`);
