@@ -5,8 +5,11 @@ r"""Grid search for one algorithm, selected on validation clients (never on test
 
 Runs every combination through the same training loop as programs/train.py
 (same data, clients and seed), each in its own folder under --output_dir, and
-prints a table of final validation and test accuracy. The best combination by
-validation accuracy is marked; put it in the config's [method_hparams] table.
+prints a table of final validation and test accuracy. With --seeds=0,1,2 every
+combination runs once per seed (each seed draws its own client split, so its own
+validation clients) and the selection uses the mean validation accuracy over the
+seeds. The best combination by validation accuracy is marked; put it in the
+config's [method_hparams] table. Test accuracy is printed for the record only.
 Finished runs are read back, so an interrupted sweep continues.
 """
 
@@ -17,6 +20,7 @@ import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
@@ -29,6 +33,8 @@ flags.DEFINE_string('algorithm', None, 'Algorithm to tune (default: the config\'
 flags.DEFINE_string('grid', None, 'key=v1,v2;key2=v1,v2 over config/hparams keys.', required=True)
 flags.DEFINE_string('output_dir', None, 'Folder for the runs (default runs/sweep_<algorithm>).')
 flags.DEFINE_integer('rounds', None, 'Override the config\'s rounds.')
+flags.DEFINE_list('seeds', None, 'Seeds to average the selection over (default: the config\'s seed); '
+                  'seed s runs in <setting>/seed<s>.')
 executor.define_flags(flags)
 FLAGS = flags.FLAGS
 
@@ -53,34 +59,43 @@ def main(argv):
     grid = parse_grid(FLAGS.grid)
     out = FLAGS.output_dir or os.path.join('runs', f'sweep_{algorithm}')
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    seeds = [int(x) for x in FLAGS.seeds] if FLAGS.seeds else [cfg.seed]
     configs = []
     for combo in combos:
       tag = '_'.join(f'{k}={v}' for k, v in combo.items())
-      run_cfg = config_lib.apply_overrides(cfg, combo).for_algorithm(
-          algorithm, os.path.join(out, tag)).validate()
-      configs.append((tag, run_cfg))
+      for seed in seeds:
+        folder = os.path.join(out, tag, f'seed{seed}') if FLAGS.seeds else os.path.join(out, tag)
+        run_cfg = config_lib.apply_overrides(cfg, dict(combo, seed=seed)).for_algorithm(
+            algorithm, folder).validate()
+        configs.append((tag, seed, run_cfg))
   except (*USER_ERRORS, ValueError) as e:
     errors.fail(e)
-  rows = []
-  data = experiment.prepare_data(configs[0][1])
-  model = experiment.build_model(configs[0][1], data)
+  scores = {}   # tag -> [(validation %, test %) per seed]
   try:
     pool = executor.make_pool(FLAGS, log_dir=out)
   except (*USER_ERRORS, ValueError) as e:
     errors.fail(e)
   with pool:
-    for tag, run_cfg in configs:
-      result = experiment.run(run_cfg, data=data, model=model, pool=pool, show_progress=False)
+    data = {}
+    for tag, seed, run_cfg in configs:
+      if seed not in data:   # the client split depends on the seed
+        data[seed] = experiment.prepare_data(run_cfg)
+        data[seed] = (data[seed], experiment.build_model(run_cfg, data[seed]))
+      result = experiment.run(run_cfg, data=data[seed][0], model=data[seed][1], pool=pool,
+                              show_progress=False)
       last = result.history[-1]
-      rows.append((tag, 100 * last.get('validation_accuracy', float('nan')),
-                   100 * result.test.accuracy))
-      print(f'{tag}: validation {rows[-1][1]:.2f}%  test {rows[-1][2]:.2f}%', flush=True)
-  best = max(rows, key=lambda r: r[1])
-  print(f'\n{algorithm} on {cfg.dataset}, {cfg.rounds} rounds, seed {cfg.seed}; '
-        'selected by validation accuracy (*)\n')
+      val, test = 100 * last.get('validation_accuracy', float('nan')), 100 * result.test.accuracy
+      scores.setdefault(tag, []).append((val, test))
+      print(f'{tag} seed {seed}: validation {val:.2f}%  test {test:.2f}%', flush=True)
+  rows = [(tag, np.mean([v for v, _ in s]), np.std([v for v, _ in s]),
+           np.mean([t for _, t in s]), np.std([t for _, t in s])) for tag, s in scores.items()]
+  best = max(rows, key=lambda r: r[1])[0]
+  print(f'\n{algorithm} on {cfg.dataset}, {cfg.rounds} rounds, seeds {",".join(map(str, seeds))}; '
+        'selected by mean validation accuracy (*)\n')
   print('| Setting | Validation % | Test % |\n|---|---|---|')
-  for tag, val, test in rows:
-    print(f'| {tag}{" *" if (tag, val, test) == best else ""} | {val:.2f} | {test:.2f} |')
+  for tag, val, val_std, test, test_std in rows:
+    pm = (lambda m, sd: f'{m:.2f} ± {sd:.2f}') if len(seeds) > 1 else (lambda m, sd: f'{m:.2f}')
+    print(f'| {tag}{" *" if tag == best else ""} | {pm(val, val_std)} | {pm(test, test_std)} |')
 
 
 if __name__ == '__main__':
