@@ -7,6 +7,9 @@ r"""Round overhead: a TFF round against the same math in one plain-TF graph (iss
 For each algorithm and each --modes entry, the same real clients' data are
 run for every round:
 - TFF, on a project-owned local C++ worker:
+  - `default`: what `programs.train` runs with no flag, chosen by the
+    training loop's own `round_path` from the config defaults (today the
+    resident path below, issue #13);
   - k (an integer): `RoundRunner(process, k)`: one `process.next` per round
     for k = 1 (the state travels between Python and the worker every round),
     one k-round computation per call for k > 1
@@ -19,8 +22,8 @@ run for every round:
   in graph variables, data fed each round (`benchmarks/common.py`).
 
 The benchmark asserts that both compute the same state: after the first call
-(k rounds; 1 for `resident`) the norm of the state difference is under 1e-4 of the norm of the
-change those rounds made.
+(k rounds; 1 for `default` and `resident`) the norm of the state difference
+is under 1e-4 of the norm of the change those rounds made.
 
 Timing: --warmup untimed calls, then --calls timed calls; TFF and plain TF
 alternate call by call (k TFF rounds, then k plain-TF rounds), so other load
@@ -41,9 +44,10 @@ from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 common.define_setup_flags(model='femnist_cnn', clients=4)
 flags.DEFINE_list('algorithms', ['fedavg', 'fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd'],
                   'Algorithms to time (overrides --algorithm).')
-flags.DEFINE_list('modes', ['1', '10', 'resident'],
-                  'Settings to time: an integer k = rounds_per_call k; resident = the state '
-                  'stays on the worker (one round per call).')
+flags.DEFINE_list('modes', ['default', '1', '10'],
+                  'Settings to time: default = the path programs.train takes with no flag '
+                  '(training_loop.round_path); an integer k = rounds_per_call k; resident = the '
+                  'state stays on the worker (one round per call).')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting (median, min, max reported).')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first (the first one is checked).')
 FLAGS = flags.FLAGS

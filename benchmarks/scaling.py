@@ -25,8 +25,9 @@ from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 common.define_setup_flags(model='femnist_cnn', clients=4)
 flags.DEFINE_list('models', ['logistic_regression', 'mlp', 'femnist_cnn'], 'Models to time.')
 flags.DEFINE_list('clients_list', ['4', '16', '64'], 'Clients per round.')
-flags.DEFINE_list('modes', ['1', 'resident'],
-                  'Settings to time (see round_overhead): k = rounds_per_call; resident.')
+flags.DEFINE_list('modes', ['default', '1'],
+                  'Settings to time (see round_overhead): default = programs.train\'s path; '
+                  'k = rounds_per_call; resident.')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting.')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first.')
 FLAGS = flags.FLAGS

@@ -127,3 +127,44 @@ def test_known_test_fraction_holds_out_a_local_test_set_training_never_sees():
 def test_no_test_clients_needs_known_clients():
   with pytest.raises(DataError, match='known_test_fraction > 0'):
     protocol.prepare(_dataset([40] * 10), support_fraction=0.5, client_split=(1.0, 0.0, 0.0))
+
+
+def _example_ids(arrays):
+  return arrays.x[:, 0].tolist()
+
+
+@pytest.mark.parametrize('known_test_fraction', [0.0, 0.25])
+def test_resampled_split_keeps_the_fraction_disjoint_and_covers_the_training_data(
+    known_test_fraction):
+  """FedMeta Alg. 1 line 13: a fresh D_S / D_Q each round, from the client's training data."""
+  ds = _dataset([10, 25, 7, 40, 13, 9, 30, 11, 12, 20] * 2)
+  data = protocol.prepare(ds, support_fraction=0.3, seed=3,
+                          known_test_fraction=known_test_fraction)
+  for c in data.train:
+    training = set(_example_ids(c.support)) | set(_example_ids(c.query))
+    n = len(training)
+    for round_num in (1, 2, 7):
+      r = protocol.resample_split(c, 3, round_num)
+      s, q = _example_ids(r.support), _example_ids(r.query)
+      assert not set(s) & set(q) and len(set(s)) == len(s) and len(set(q)) == len(q)
+      assert set(s) | set(q) == training
+      assert len(s) == int(np.clip(round(0.3 * n), 1, n - 1))
+      labels = dict(zip(_example_ids(c.all), c.all.y.tolist()))   # labels travel with x
+      assert r.support.y.tolist() == [labels[i] for i in s]
+      if known_test_fraction:
+        assert _example_ids(r.holdout) == _example_ids(c.holdout)
+        assert not set(_example_ids(r.holdout)) & training
+      else:
+        assert r.holdout is None
+
+
+def test_resampled_split_depends_on_seed_round_and_client_only():
+  ids = np.arange(30, dtype=np.float32)
+  arrays = ClientArrays(np.stack([ids, ids], axis=1), np.zeros(30, np.int32))
+  a = protocol.support_query_split(arrays, 0.2, 0, 'a')
+  b = protocol.support_query_split(arrays, 0.2, 0, 'b')   # same data, another client
+  support = lambda split, seed, r: _example_ids(protocol.resample_split(split, seed, r).support)
+  assert support(a, 5, 4) == support(a, 5, 4)
+  assert len({tuple(support(a, 5, r)) for r in range(1, 6)}) == 5   # new each round
+  assert support(a, 5, 4) != support(a, 6, 4)
+  assert support(a, 5, 4) != support(b, 5, 4)

@@ -8,6 +8,12 @@
    The same division is used for every method, so comparisons are fair.
 Everything is deterministic for a given seed.
 
+Algorithm 1 (line 13) samples D_S and D_Q afresh in every episode. With
+`resample_split` a *training* client's support/query division is drawn
+again each round from its training data, with the same support size, seeded
+by (seed, round, client); validation and test clients keep the fixed split
+of step 3, so every method is still scored on the same query sets.
+
 Personalized FL measures *known* clients too (FedEC Sec. 4.2: the local test
 accuracy of every training client; report 003: "old" and "new" clients).
 With `known_test_fraction > 0` each training client first holds out that
@@ -87,6 +93,24 @@ def support_query_split(arrays: ClientArrays, support_fraction: float, seed: int
   order = np.random.default_rng(_client_seed(seed, client_id)).permutation(n)
   return ClientSplit(client_id, arrays.take(np.sort(order[:num_support])),
                      arrays.take(np.sort(order[num_support:])))
+
+
+def resample_split(split: ClientSplit, seed: int, round_num: int) -> ClientSplit:
+  """A new random support/query division of `split`'s training data for round `round_num`.
+
+  FedMeta Algorithm 1, line 13: each episode samples D_S^u and D_Q^u. The
+  support set keeps the fixed split's size (round(p * n), so the fraction p
+  holds), the two stay disjoint and together hold all of `split.all`; the
+  holdout (a known client's local test set) is kept as it is. Deterministic
+  in (seed, round_num, client_id): a resumed run draws what the uninterrupted
+  one drew.
+  """
+  arrays = split.all
+  order = np.random.default_rng(
+      [_client_seed(seed, split.client_id), int(round_num)]).permutation(len(arrays))
+  num_support = len(split.support)
+  return ClientSplit(split.client_id, arrays.take(np.sort(order[:num_support])),
+                     arrays.take(np.sort(order[num_support:])), split.holdout)
 
 
 def split_clients(client_ids: Sequence[str], fractions: Tuple[float, float, float],

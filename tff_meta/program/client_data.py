@@ -11,6 +11,7 @@ from typing import List, Sequence
 
 import numpy as np
 
+from tff_meta.data import protocol
 from tff_meta.data.protocol import ClientSplit
 
 
@@ -33,8 +34,17 @@ def full(client: ClientSplit, seed: int, round_num: int) -> collections.OrderedD
   return collections.OrderedDict(x=arrays.x[order], y=arrays.y[order])
 
 
-def round_data(kind: str, clients: Sequence[ClientSplit], seed: int, round_num: int) -> List:
+def round_data(kind: str, clients: Sequence[ClientSplit], seed: int, round_num: int,
+               resample: bool = False) -> List:
+  """The round's data of the sampled training `clients`, as `kind` ('episode' or 'full').
+
+  `resample` draws each client's support/query split afresh for this round
+  (`protocol.resample_split`, FedMeta Algorithm 1 line 13); 'full' data are
+  all of a client's training data either way.
+  """
   if kind == 'episode':
+    if resample:
+      clients = [protocol.resample_split(c, seed, round_num) for c in clients]
     return [episode(c) for c in clients]
   if kind == 'full':
     return [full(c, seed, round_num) for c in clients]

@@ -33,6 +33,7 @@ class ExperimentConfig:
   rounds: int = 100
   clients_per_round: int = 4
   support_fraction: float = 0.2
+  resample_support: bool = False
   min_samples: int = 2
   client_split: Tuple[float, float, float] = (0.8, 0.1, 0.1)
   known_test_fraction: float = 0.0
@@ -106,6 +107,7 @@ HELP = {
     'rounds': 'Communication rounds (episodes).',
     'clients_per_round': 'Training clients sampled uniformly per round.',
     'support_fraction': 'Fraction p of each client\'s data in its support set, in (0, 1).',
+    'resample_support': 'Draw each training client\'s support/query split afresh every round (FedMeta Alg. 1 line 13), seeded by (seed, round, client); same support fraction. Validation and test clients keep their fixed split. No effect on methods that train on all of a client\'s data (FedAvg, ...).',
     'min_samples': 'Clients with fewer samples are filtered out (FedMeta: 10/20/25).',
     'client_split': 'Train/validation/test client fractions, e.g. 0.8,0.1,0.1.',
     'known_test_fraction': 'Fraction of each training client\'s data held out as its local test set, to score known clients (FedEC protocol; 0 = only new clients are scored).',

@@ -71,5 +71,5 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       alg, data, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
       final_eval_rounds=cfg.final_eval_rounds, rounds_per_call=cfg.rounds_per_call,
-      resident_state=cfg.resident_state,
+      resident_state=cfg.resident_state, resample_support=cfg.resample_support,
       pool=pool, show_progress=show_progress)

@@ -135,15 +135,19 @@ def _eval_row(split_name, summary) -> Dict[str, float]:
           f'{split_name}_client_std': summary.client_std}
 
 
-def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store, rounds_per_call: int,
-                    resident_state: bool, clients_per_round: int, seed: int, must_stop):
+def round_path(alg: Algorithm, pool: WorkerPool, store, rounds_per_call: int,
+               resident_state: bool, num_clients: int, round_batch, must_stop):
   """The fast round path for this run, or None for TFF's plain `process.next`.
 
   `resident_state` (the default, issue #13) keeps the server state on the
   worker: `ResidentRounds` on one worker, `PoolResidentRounds` on a pool. It
   falls back to the plain path, with a one-line note, where it cannot apply:
   with `rounds_per_call` > 1 (which runs its own chunks) and for algorithms
-  with client state on a pool. Every path gives the same results.
+  with client state (`store`) on a pool. Every path gives the same results.
+  `round_batch(round_num)` gives a round's client data (`num_clients` of
+  them); `must_stop(round_num)` says on which rounds the caller needs the
+  state. The benchmarks call this too, so that their `default` mode times
+  the path a run takes.
   """
   if len(pool.addresses) > 1 and (rounds_per_call > 1 or store is not None):
     if rounds_per_call > 1:
@@ -167,12 +171,6 @@ def _chunked_rounds(alg: Algorithm, data: ProtocolData, pool: WorkerPool, store,
     resident_state = False
   if rounds_per_call == 1 and not resident_state:
     return None
-
-  def round_batch(round_num):
-    idx = client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
-    return client_data.round_data(alg.train_data, [data.train[i] for i in idx], seed, round_num)
-
-  num_clients = min(clients_per_round, len(data.train))
   if resident_state and len(pool.addresses) > 1:
     return pool_resident.PoolResidentRounds(alg.process, pool.addresses, num_clients,
                                             round_batch, must_stop)
@@ -195,7 +193,8 @@ _NOTED = set()
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
-               rounds_per_call: int = 1, resident_state: bool = True) -> RunResult:
+               rounds_per_call: int = 1, resident_state: bool = True,
+               resample_support: bool = False) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, 'checkpoints'), keep_total=3)
@@ -213,6 +212,17 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   # local test sets, reported as test_*; with new clients too they are known_*.
   known_name = 'known' if data.test else 'test'
   primary = 'test'
+  if resample_support and alg.train_data != 'episode':
+    note(f'resample_support has no effect on {alg.display_name}: it trains on all of a '
+         'client\'s data.')
+
+  def round_clients(round_num):
+    return client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
+
+  def round_batch(round_num, idx=None):
+    idx = round_clients(round_num) if idx is None else idx
+    return client_data.round_data(alg.train_data, [data.train[i] for i in idx], seed, round_num,
+                                  resample=resample_support)
 
   def evaluate_all(round_num):
     params = alg.params(state)
@@ -251,16 +261,16 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       row, _ = evaluate_all(0)
       await eval_release.release(row, key=0)
 
-    chunked = _chunked_rounds(alg, data, pool, store, rounds_per_call, resident_state,
-                              clients_per_round, seed,
-                              lambda r: (r % eval_every == 0 or r % checkpoint_every == 0
-                                         or r > rounds - final_eval_rounds))
+    chunked = round_path(alg, pool, store, rounds_per_call, resident_state,
+                         min(clients_per_round, len(data.train)), round_batch,
+                         lambda r: (r % eval_every == 0 or r % checkpoint_every == 0
+                                    or r > rounds - final_eval_rounds))
     bar = _progress(rounds, start, alg.display_name, show_progress)
     train_seconds, all_rejected_streak = 0.0, 0
     last_eval = float('nan')
     for round_num in range(start + 1, rounds + 1):
-      idx = client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
-      batch = client_data.round_data(alg.train_data, [data.train[i] for i in idx], seed, round_num)
+      idx = round_clients(round_num)
+      batch = round_batch(round_num, idx)
       t0 = time.perf_counter()
       pool.check(f'round {round_num}')
       with pool.watch(f'round {round_num}'):
@@ -337,19 +347,20 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
         final_eval_rounds: int = 1, rounds_per_call: int = 1,
-        resident_state: bool = True) -> RunResult:
+        resident_state: bool = True, resample_support: bool = False) -> RunResult:
   """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
 
   `rounds_per_call` > 1 runs that many rounds per TFF call (`multi_round`);
   `resident_state` keeps the server state on the worker between rounds
   (`runtime.resident`), fetched on evaluation and checkpoint rounds. Both give
-  the results of single rounds.
+  the results of single rounds. `resample_support` draws each training
+  client's support/query split afresh every round (`protocol.resample_split`).
   """
   kwargs = dict(rounds=rounds, clients_per_round=clients_per_round, seed=seed,
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress,
                 final_eval_rounds=final_eval_rounds, rounds_per_call=rounds_per_call,
-                resident_state=resident_state)
+                resident_state=resident_state, resample_support=resample_support)
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:
