@@ -88,7 +88,11 @@ METHOD_ORDER = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_fomaml', 'fedm
 # Config keys that name the group, or do not change what is trained.
 _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'checkpoint_every',
                                'method_hparams', 'algorithm', 'dataset', 'model',
-                               'support_fraction', 'data.cache_dir'})
+                               'support_fraction', 'data.cache_dir',
+                               # round paths with identical results (tests check this)
+                               'resident_state', 'rounds_per_call'})
+# Keys added after runs were made: a config.toml without one had this value.
+_KEY_DEFAULTS = {'resample_support': False}
 _REQUIRED_CONFIG = ('algorithm', 'dataset', 'model', 'support_fraction', 'seed')
 _SKIP_DIRS = frozenset({'checkpoints', 'tensorboard'})
 
@@ -320,7 +324,7 @@ def group_runs(runs: Sequence[Run]) -> Tuple[List[Group], List[str]]:
     by_key.setdefault((run.setting, run.method, run.algorithm), []).append(run)
   groups, notes = [], []
   for (setting, method, algorithm), members in by_key.items():
-    flat = [{k: v for k, v in _flatten(r.config).items()
+    flat = [{k: v for k, v in {**_KEY_DEFAULTS, **_flatten(r.config)}.items()
              if k not in _NOT_VARIANT_KEYS and k.split('.')[0] not in _NOT_VARIANT_KEYS}
             for r in members]
     keys = sorted(set().union(*flat))
