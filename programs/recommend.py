@@ -11,7 +11,7 @@ Fig. 2 (MovieLens-100k), Tables 5-6 (service recommendation); FedMeta Sec. 4.3.
   python -m programs.recommend --config=configs/recommend/service_p80.toml,configs/recommend/service_p5.toml
 
 Every config key has a flag of the same name that overrides it (see --helpfull;
-docs in README.md). Each config writes to its output_dir (default
+docs in docs/CONFIG.md). Each config writes to its output_dir (default
 runs/<name>; with several configs, --output_dir=D writes to D/<name>):
 config.toml, results.json, table.md, curve.png, and per trained method
 checkpoints/ and curve.csv. Rerunning the same command after a kill resumes

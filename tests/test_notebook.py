@@ -6,16 +6,20 @@ a user would run it locally: its install cell must find the checkout and
 install nothing. A cell that raises fails the test.
 """
 
+import importlib.metadata
 import os
 import re
 import sys
 import time
+import tomllib
 import uuid
 
 import ipykernel.kernelspec  # the notebook's python3 kernel, which nbclient starts
 import nbclient
 import nbformat
 import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
 
@@ -52,18 +56,65 @@ def _alive(pid: int) -> bool:
     return False
 
 
+def _code_cells(nb):
+  return [cell for cell in nb.cells if cell.cell_type == 'code']
+
+
 def test_the_notebook_is_valid():
   nb = nbformat.read(NOTEBOOK, as_version=4)
   nbformat.validate(nb)
   assert nb.metadata.kernelspec.name == 'python3'
-  assert not any(cell.get('outputs') for cell in nb.cells if cell.cell_type == 'code'), (
+  assert not any(cell.get('outputs') for cell in _code_cells(nb)), (
       'commit the notebook without outputs')
-  source = '\n'.join(cell.source for cell in nb.cells)
-  assert 'pip install -q --no-deps -r' in source and 'git+{REPO_URL}' in source
 
 
-def _execute(nb, marker, monkeypatch, tmp_path):
-  """Runs `nb` on this interpreter's python3 kernel from notebooks/; fails on a raising cell."""
+def test_the_python_check_comes_before_any_install():
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  first, install = _code_cells(nb)[:2]
+  assert 'REPO_URL = ' in first.source and 'sys.version_info' in first.source
+  # Nothing runs before the check: no pip, no subprocess, no shell or magic line.
+  assert not re.search(r'pip|subprocess|^\s*[!%]', first.source, re.MULTILINE), first.source
+  assert sum('REPO_URL = ' in cell.source for cell in nb.cells) == 1, 'REPO_URL is set once'
+  # Only TFF's pins and this package go in, never the whole lock over Colab's packages.
+  assert "f'{clone}[colab]'" in install.source
+  assert re.search(r"'--no-deps',\s*f'tensorflow-federated==\{TFF_VERSION\}'", install.source)
+  assert 'requirements.txt' not in install.source
+
+
+def _requirements(specs):
+  from packaging.requirements import Requirement
+  return {canonicalize_name(r.name): r for r in map(Requirement, specs)}
+
+
+def test_the_colab_extra_is_tffs_own_pins_and_the_lock_satisfies_it():
+  """pyproject's `colab` extra = TFF 0.87's Requires-Dist (jaxlib 0.4.13 for 0.4.14) + Colab staples."""
+  with open(os.path.join(REPO, 'pyproject.toml'), 'rb') as f:
+    extra = _requirements(tomllib.load(f)['project']['optional-dependencies']['colab'])
+  tff_dist = importlib.metadata.distribution('tensorflow-federated')
+  tff_pins = _requirements(r for r in tff_dist.requires if 'extra ==' not in r)
+  assert set(tff_pins) <= set(extra), set(tff_pins) - set(extra)
+  for name, req in tff_pins.items():
+    expected = '==0.4.13' if name == 'jaxlib' else str(req.specifier)
+    assert str(extra[name].specifier) == str(SpecifierSet(expected)), (name, extra[name])
+  # Beyond TFF's pins: unpinned packages Colab already has, which the notebook imports.
+  assert {n for n in extra if n not in tff_pins} == {'matplotlib', 'pandas', 'scikit-learn'}
+  assert all(not extra[n].specifier for n in extra if n not in tff_pins)
+  # The lock (what the tests run on) satisfies every pin, and TFF's version is the lock's.
+  lock = {}
+  with open(os.path.join(REPO, 'requirements.txt')) as f:
+    for line in f:
+      if '==' in line and not line.startswith('#'):
+        name, version = line.strip().split('==')
+        lock[canonicalize_name(name)] = version
+  for name, req in extra.items():
+    assert req.specifier.contains(lock[name], prereleases=True), (name, lock[name], req)
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  assert f"TFF_VERSION = '{lock['tensorflow-federated']}'" in _code_cells(nb)[1].source
+  assert tff_dist.version == lock['tensorflow-federated']
+
+
+def _client(nb, marker, monkeypatch, tmp_path):
+  """A client that runs `nb` on this interpreter's python3 kernel, from notebooks/."""
   # A `python3` kernel spec for sys.executable, first on the Jupyter path, so that
   # no user-level `python3` kernel of another interpreter is picked up.
   os.makedirs(tmp_path / 'kernels', exist_ok=True)
@@ -72,9 +123,14 @@ def _execute(nb, marker, monkeypatch, tmp_path):
   # Inherited by the kernel and by the workers it starts: identifies them in /proc.
   monkeypatch.setenv(MARKER, marker)
   monkeypatch.setenv('TF_CPP_MIN_LOG_LEVEL', '2')
-  client = nbclient.NotebookClient(
+  return nbclient.NotebookClient(
       nb, kernel_name='python3', timeout=300, allow_errors=False,
       resources={'metadata': {'path': os.path.join(REPO, 'notebooks')}})
+
+
+def _execute(nb, marker, monkeypatch, tmp_path):
+  """Runs `nb` (see `_client`); fails on a raising cell."""
+  client = _client(nb, marker, monkeypatch, tmp_path)
   try:
     client.execute()   # shuts the kernel down when done
   except nbclient.exceptions.CellExecutionError as e:
@@ -131,3 +187,27 @@ def test_a_raising_cell_fails_the_run(monkeypatch, tmp_path):
   nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("raise ValueError('boom')")])
   with pytest.raises(pytest.fail.Exception, match='boom'):
     _execute(nb, uuid.uuid4().hex, monkeypatch, tmp_path)
+
+
+def test_python_3_12_stops_at_the_first_cell_with_what_to_do(monkeypatch, tmp_path):
+  """Colab's default Python 3.12: the first code cell stops the run before any install."""
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  nb.cells.insert(0, nbformat.v4.new_code_cell(
+      "import sys\nsys.version_info = (3, 12, 1, 'final', 0)  # as in Colab's default runtime"))
+  client = _client(nb, uuid.uuid4().hex, monkeypatch, tmp_path)
+  with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
+    client.execute()
+  assert failed.value.ename == 'SystemExit', failed.value
+  message = re.sub(r'\s+', ' ', failed.value.evalue)
+  assert 'this runtime has Python 3.12.1' in message, message
+  for advice in ('Nothing was installed', 'local Jupyter with Python 3.11',
+                 'a runtime with Python 3.11 if Colab offers one'):
+    assert advice in message, (advice, message)
+  check = next(i for i, c in enumerate(nb.cells) if 'NEEDED_PYTHON' in c.source)
+  # One plain message, not a traceback.
+  error = next(o for o in nb.cells[check].outputs if o.output_type == 'error')
+  assert 'most recent call last' not in '\n'.join(error.traceback), error.traceback
+  # The run stopped there: no later cell ran (no install, no worker, no traceback pile).
+  assert nb.cells[check].execution_count is not None
+  assert all(c.get('execution_count') is None and not c.get('outputs')
+             for c in nb.cells[check + 1:] if c.cell_type == 'code')
