@@ -14,7 +14,9 @@ import gzip
 import io
 import os
 import struct
+import sys
 import tarfile
+import types
 import zipfile
 
 import numpy as np
@@ -272,3 +274,16 @@ def test_default_data_dir_follows_tfds(monkeypatch, tmp_path):
   assert tfds_images.default_data_dir() == str(tmp_path / 'tensorflow_datasets')
   monkeypatch.setenv('TFDS_DATA_DIR', '/x/y')
   assert tfds_images.default_data_dir() == '/x/y'
+
+
+def test_broken_tfds_install_is_one_error_line(monkeypatch, tmp_path):
+  # tensorflow-metadata built for a newer protobuf: TFDS logs the ImportError
+  # and leaves a module without `builder`, so both cases are checked.
+  protos = sys.modules['tensorflow_metadata.proto.v0']
+  monkeypatch.setitem(sys.modules, 'tensorflow_metadata.proto.v0', None)
+  with pytest.raises(DataError, match='tensorflow-datasets cannot be imported .*requirements.txt'):
+    images.load_centralized('mnist', tfds_data_dir=str(tmp_path))
+  monkeypatch.setitem(sys.modules, 'tensorflow_metadata.proto.v0', protos)
+  monkeypatch.setitem(sys.modules, 'tensorflow_datasets', types.ModuleType('tensorflow_datasets'))
+  with pytest.raises(DataError, match='did not load completely'):
+    images.load_centralized('mnist', tfds_data_dir=str(tmp_path))
