@@ -1,10 +1,18 @@
-"""Centralized image datasets (MNIST, Fashion-MNIST, CIFAR-10, CIFAR-100), split into clients.
+"""Centralized image datasets (MNIST, Fashion-MNIST, CIFAR-10/100, EMNIST), split into clients.
 
 The image benchmarks of FedEC (Lan et al., CIFAR-10/100 in Table 2) and of
 the MNIST / CIFAR-10 report (003) are centralized datasets that are split
 into non-IID clients with a seeded partitioner (`partition.PARTITIONERS`:
-label_shards, sort_and_shard, dirichlet, iid). Nothing is ever downloaded:
-the files are read from
+label_shards, sort_and_shard, dirichlet, iid). Nothing is ever downloaded.
+There are two sources:
+
+  TFDS (`tfds_data_dir`, see `tfds_images.py`): a TensorFlow Datasets
+      data_dir holding the prepared dataset, or the original archives in its
+      downloads/manual/ folder, from which TFDS prepares it offline. The
+      EMNIST configurations (emnist_byclass, ...) are read only this way.
+  Raw files, which TFDS cannot take (its builders accept only the exact
+      original archives, checked by SHA-256, and need a writable data_dir), read
+      by the parsers below from
 
   (a) a folder the user gives (`data_dir`), holding
         mnist, fashion_mnist: the IDX files train-images-idx3-ubyte,
@@ -15,16 +23,19 @@ the files are read from
         cifar100: the pickles train and test (cifar-100-python), fine labels;
       `data_dir` may also be the parent of Keras' subfolder (e.g.
       ~/.keras/datasets), or
-  (b) when `data_dir` is None, the default places: Debian's
+  (b) when neither folder is given, the default places: Debian's
       `dataset-fashion-mnist` package folder /usr/share/datasets/fashion-mnist
       (Fashion-MNIST only), then the `tf.keras.datasets` caches
-      ~/.keras/datasets/<subfolder> and /tmp/.keras/datasets/<subfolder>.
+      ~/.keras/datasets/<subfolder> and /tmp/.keras/datasets/<subfolder>,
+      then TFDS's default data_dir ($TFDS_DATA_DIR or ~/tensorflow_datasets)
+      if it has a folder for the dataset.
 
 If no place has the files, `DataError` names the files and the folders
 searched. Images become float32 in [0, 1] (pixel / 255), kept as in the
 source: MNIST is white digits on 0 = black background, CIFAR is [32, 32, 3]
-RGB. CIFAR pickles are read with an unpickler that only accepts the numpy
-array types such files contain.
+RGB; both sources give the same shapes ([28, 28] for the grey datasets).
+CIFAR pickles are read with an unpickler that only accepts the numpy array
+types such files contain.
 """
 
 from __future__ import annotations
@@ -43,6 +54,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.data import partition as partition_lib
+from tff_meta.data import tfds_images
 from tff_meta.data.types import DataError, FederatedDataset
 
 _SPLITS = ('train', 'test', 'all')
@@ -56,20 +68,29 @@ _IDX_TYPES = {0x08: '>u1', 0x09: '>i1', 0x0B: '>i2', 0x0C: '>i4', 0x0D: '>f4', 0
 
 @dataclasses.dataclass(frozen=True)
 class _Source:
-  kind: str                 # 'idx' or 'cifar'
+  kind: str                 # 'idx', 'cifar' (raw files or TFDS) or 'tfds' (TFDS only)
   num_classes: int
   keras_subdir: str         # under <keras cache>/datasets
   default_dirs: Tuple[str, ...] = ()
   title: str = ''
+  tfds_name: str = ''       # TFDS name[/config]
+  transpose: bool = False   # TFDS stores EMNIST transposed
 
 
 SOURCES: Dict[str, _Source] = {
-    'mnist': _Source('idx', 10, '', title='MNIST'),
-    'fashion_mnist': _Source('idx', 10, 'fashion-mnist',
-                             ('/usr/share/datasets/fashion-mnist',), 'Fashion-MNIST'),
-    'cifar10': _Source('cifar', 10, 'cifar-10-batches-py', title='CIFAR-10'),
-    'cifar100': _Source('cifar', 100, 'cifar-100-python', title='CIFAR-100'),
+    'mnist': _Source('idx', 10, '', title='MNIST', tfds_name='mnist'),
+    'fashion_mnist': _Source('idx', 10, 'fashion-mnist', ('/usr/share/datasets/fashion-mnist',),
+                             'Fashion-MNIST', 'fashion_mnist'),
+    'cifar10': _Source('cifar', 10, 'cifar-10-batches-py', title='CIFAR-10', tfds_name='cifar10'),
+    'cifar100': _Source('cifar', 100, 'cifar-100-python', title='CIFAR-100',
+                        tfds_name='cifar100'),
 }
+# Centralized EMNIST (NIST's split, no writers: unlike the federated 'emnist'),
+# through TFDS only; TFDS's 'letters' labels are 1..26 of 37 declared classes.
+for _config, _classes in (('byclass', 62), ('balanced', 47), ('letters', 37), ('digits', 10)):
+  SOURCES[f'emnist_{_config}'] = _Source('tfds', _classes, '', title=f'EMNIST {_config}',
+                                         tfds_name=f'emnist/{_config}', transpose=True)
+del _config, _classes
 
 
 @dataclasses.dataclass
@@ -80,6 +101,7 @@ class CentralizedData:
   y: np.ndarray
   num_classes: int
   files: List[str]
+  origin: str = ''          # the folder read, for descriptions
 
 
 # ---------------------------------------------------------------------------
@@ -289,15 +311,33 @@ def _load_from(folder: str, name: str, split: str) -> Optional[Tuple[np.ndarray,
   return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), batches)
 
 
+def _finish(name: str, x: np.ndarray, y: np.ndarray, files: List[str], origin: str,
+            max_examples: int) -> CentralizedData:
+  if max_examples > 0:
+    x, y = x[:max_examples], y[:max_examples]
+  x = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
+  return CentralizedData(name, x, y, SOURCES[name].num_classes, files, origin)
+
+
+def _from_tfds(name: str, tfds_data_dir: str, split: str, max_examples: int) -> CentralizedData:
+  src = SOURCES[name]
+  x, y, folder = tfds_images.load(src.tfds_name, tfds_data_dir, split, src.title, src.transpose)
+  return _finish(name, x, y, [folder], f'TFDS {folder}', max_examples)
+
+
 def load_centralized(name: str, data_dir: Optional[str] = None, split: str = 'all',
-                     max_examples: int = 0) -> CentralizedData:
-  """Reads image dataset `name` from `data_dir` or the default places (see module doc).
+                     max_examples: int = 0, tfds_data_dir: Optional[str] = None) -> CentralizedData:
+  """Reads image dataset `name` from TFDS, `data_dir` or the default places (see module doc).
 
   Args:
-    name: 'mnist', 'fashion_mnist', 'cifar10' or 'cifar100'.
-    data_dir: a folder with the files; None searches the default places.
+    name: one of `names()` ('mnist', 'fashion_mnist', 'cifar10', 'cifar100',
+      'emnist_byclass', ...).
+    data_dir: a folder with the raw files; None searches the default places.
     split: 'train', 'test', or 'all' (train then test).
-    max_examples: > 0 keeps the first N examples (after concatenating).
+    max_examples: > 0 keeps the first N examples (after concatenating, in the
+      source's order: the files' order, or TFDS's fixed prepared order).
+    tfds_data_dir: a TFDS data_dir to read instead (not with data_dir); the
+      EMNIST names use TFDS's default data_dir when it is None.
 
   Returns:
     `CentralizedData` with x float32 in [0, 1] and y int32.
@@ -306,37 +346,47 @@ def load_centralized(name: str, data_dir: Optional[str] = None, split: str = 'al
     raise DataError(f'Unknown image dataset {name!r}; expected one of {sorted(SOURCES)}.')
   if split not in _SPLITS:
     raise DataError(f'split must be one of {_SPLITS}, got {split!r}.')
+  src = SOURCES[name]
+  if data_dir is not None and tfds_data_dir is not None:
+    raise DataError(f'Give {src.title} either data_dir (raw files) or tfds_data_dir (a TFDS '
+                    'data_dir), not both.')
+  if src.kind == 'tfds' and data_dir is not None:
+    raise DataError(f'{src.title} is read through TFDS only: pass tfds_data_dir (a TFDS '
+                    f'data_dir holding {src.tfds_name}/) instead of data_dir.')
+  if tfds_data_dir is not None or src.kind == 'tfds':
+    return _from_tfds(name, tfds_data_dir or tfds_images.default_data_dir(), split, max_examples)
   if data_dir is not None and not os.path.isdir(os.path.expanduser(data_dir)):
-    raise DataError(f'{SOURCES[name].title} data_dir {data_dir!r} is not a folder; it must '
+    raise DataError(f'{src.title} data_dir {data_dir!r} is not a folder; it must '
                     f'hold {_expected(name, split)}.')
   searched = _search_dirs(name, data_dir)
   for folder in searched:
     found = _load_from(folder, name, split) if os.path.isdir(folder) else None
     if found is not None:
       x, y, files = found
-      if max_examples > 0:
-        x, y = x[:max_examples], y[:max_examples]
-      x = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
-      return CentralizedData(name, x, y, SOURCES[name].num_classes, files)
+      return _finish(name, x, y, files, os.path.dirname(files[0]), max_examples)
+  tfds_default = tfds_images.default_data_dir()
+  if data_dir is None and tfds_images.has_dataset_folder(src.tfds_name, tfds_default):
+    return _from_tfds(name, tfds_default, split, max_examples)
   hint = ('install Debian\'s dataset-fashion-mnist package, or ' if name == 'fashion_mnist'
           else '')
   raise DataError(
-      f'{SOURCES[name].title} files not found: expected {_expected(name, split)} in one of '
+      f'{src.title} files not found: expected {_expected(name, split)} in one of '
       f'{searched}. Nothing is downloaded: {hint}copy the files into a folder and pass it as '
       f'data_dir, or run tf.keras.datasets.{name}.load_data() once on a machine with internet '
-      'and copy ~/.keras/datasets here.')
+      'and copy ~/.keras/datasets here, or pass tfds_data_dir = a TFDS data_dir with '
+      f'{src.tfds_name} prepared (docs/DATA.md).')
 
 
 def load_image_dataset(name: str, data_dir: Optional[str] = None, partition: str = 'label_shards',
                        num_clients: int = 100, labels_per_client: int = 2,
                        shards_per_client: int = 2, alpha: float = 0.5, min_size: int = 10,
-                       seed: int = 0, split: str = 'all',
-                       max_examples: int = 0) -> FederatedDataset:
+                       seed: int = 0, split: str = 'all', max_examples: int = 0,
+                       tfds_data_dir: Optional[str] = None) -> FederatedDataset:
   """An image dataset split into `num_clients` clients by a seeded partitioner.
 
   Args:
-    name: 'mnist', 'fashion_mnist', 'cifar10' or 'cifar100'.
-    data_dir: folder with the files (see module doc); None = default places.
+    name: one of `names()`.
+    data_dir: folder with the raw files (see module doc); None = default places.
     partition: 'label_shards' (k = labels_per_client distinct classes per
       client, FedEC / report 003), 'sort_and_shard' (FedAvg, shards_per_client
       shards), 'dirichlet' (alpha, min_size) or 'iid'.
@@ -346,8 +396,11 @@ def load_image_dataset(name: str, data_dir: Optional[str] = None, partition: str
     seed: partition seed; the same seed gives the same clients.
     split: 'train', 'test' or 'all' (the protocol re-splits every client).
     max_examples: > 0 keeps the first N examples before partitioning.
+    tfds_data_dir: a TFDS data_dir to read instead of raw files
+      (`tfds_images.py`; prepared there offline from the original archives in
+      its downloads/manual/ folder if needed).
   """
-  data = load_centralized(name, data_dir, split, max_examples)
+  data = load_centralized(name, data_dir, split, max_examples, tfds_data_dir)
   options = {'label_shards': {'labels_per_client': labels_per_client},
              'sort_and_shard': {'shards_per_client': shards_per_client},
              'dirichlet': {'alpha': alpha, 'min_size': min_size}}.get(partition, {})
@@ -358,7 +411,7 @@ def load_image_dataset(name: str, data_dir: Optional[str] = None, partition: str
       name=name, clients=clients, num_classes=data.num_classes,
       element_shape=tuple(data.x.shape[1:]),
       description=(f'{SOURCES[name].title} (split {split}, {len(data.y)} images) from '
-                   f'{os.path.dirname(data.files[0])}, {num_clients} clients by {partition}'
+                   f'{data.origin}, {num_clients} clients by {partition}'
                    + (f' ({detail})' if detail else '')),
       extras={'files': data.files, 'partition': partition})
 

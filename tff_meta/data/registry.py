@@ -47,8 +47,10 @@ DATASETS.add('stackoverflow', _Lazy('tff_native', 'load_stackoverflow'))
 DATASETS.add('leaf_femnist', _Lazy('leaf', 'load_leaf', task='femnist'))
 DATASETS.add('leaf_shakespeare', _Lazy('leaf', 'load_leaf', task='shakespeare'))
 DATASETS.add('leaf_sent140', _Lazy('leaf', 'load_leaf', task='sent140'))
-# Centralized image datasets split into clients (images.py; read offline).
-for _name in ('mnist', 'fashion_mnist', 'cifar10', 'cifar100'):
+# Centralized image datasets split into clients (images.py; read offline from
+# raw files or a TFDS data_dir; the emnist_* configurations through TFDS only).
+for _name in ('mnist', 'fashion_mnist', 'cifar10', 'cifar100', 'emnist_byclass',
+              'emnist_balanced', 'emnist_letters', 'emnist_digits'):
   DATASETS.add(_name, _Lazy('images', 'load_image_dataset', name=_name))
 del _name
 # A federated source pooled and re-split by label shards (FedEC's FEMNIST (150, 3)).

@@ -11,7 +11,8 @@ Sources (`CLASS_SPLIT_SOURCES`):
 - 'emnist': TFF's federated EMNIST-62 (FEMNIST) file, all writers pooled;
   its 62 classes are split by `class_split` (default proportions 64/16/20:
   40 / 10 / 12 classes).
-- 'cifar100': CIFAR-100's python pickles (train + test pooled), split 64/16/20.
+- 'cifar100': CIFAR-100 (train + test pooled; python pickles in `data_dir`,
+  or a TFDS data_dir in `tfds_data_dir`), split 64/16/20.
 - 'mini_imagenet', 'tiered_imagenet': a user-given folder in one of the
   common split formats (see `imagenet.py`); the split is the files' own.
 """
@@ -68,11 +69,12 @@ def load_femnist(fractions=(64, 16, 20), split_seed=0, cache_dir=None) -> ClassS
 
 
 @CLASS_SPLIT_SOURCES.register('cifar100')
-def load_cifar100(fractions=(64, 16, 20), split_seed=0, data_dir=None) -> ClassSplitData:
+def load_cifar100(fractions=(64, 16, 20), split_seed=0, data_dir=None,
+                  tfds_data_dir=None) -> ClassSplitData:
   from tff_meta.data import images  # pylint: disable=g-import-not-at-top
-  data = images.load_centralized('cifar100', data_dir, 'all')
+  data = images.load_centralized('cifar100', data_dir, 'all', tfds_data_dir=tfds_data_dir)
   return _split('cifar100', data.x, data.y, fractions, split_seed,
-                f'CIFAR-100 from {data.files[0]} ({len(data.y)} images)')
+                f'CIFAR-100 from {data.origin} ({len(data.y)} images)')
 
 
 def _imagenet(name):
