@@ -70,8 +70,15 @@ DESCRIPTIONS: Dict[str, Dict[str, Tuple[str, str]]] = {
         'leaf_femnist': ('LEAF FEMNIST JSON (`path`)', FEDMETA),
         'leaf_shakespeare': ('LEAF Shakespeare JSON (`path`)', FEDMETA),
         'leaf_sent140': ('LEAF Sent140 JSON (`path`), optional GloVe embeddings', FEDMETA),
-        'mnist': ('MNIST files in `data_dir`, split into clients by a partitioner', REPORT),
-        'fashion_mnist': ('Fashion-MNIST files in `data_dir`, split by a partitioner', '—'),
+        'mnist': ('MNIST files in `data_dir` or a TFDS `tfds_data_dir`, split into clients by a '
+                  'partitioner', REPORT),
+        'fashion_mnist': ('Fashion-MNIST files in `data_dir` or `tfds_data_dir`, split by a '
+                          'partitioner', '—'),
+        'emnist_byclass': ('EMNIST ByClass (62 classes) from a TFDS `tfds_data_dir`, split by a '
+                           'partitioner', '—'),
+        'emnist_balanced': ('EMNIST Balanced (47 classes) from `tfds_data_dir`', '—'),
+        'emnist_letters': ('EMNIST Letters (37 labels) from `tfds_data_dir`', '—'),
+        'emnist_digits': ('EMNIST Digits (10 classes) from `tfds_data_dir`', '—'),
         'cifar10': ('CIFAR-10 python batches in `data_dir`, split by a partitioner',
                     f'{FEDEC}, {REPORT}'),
         'cifar100': ('CIFAR-100 python batches in `data_dir`, split by a partitioner',
