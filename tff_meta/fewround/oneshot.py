@@ -25,7 +25,7 @@ Choices where the papers are silent or could not be followed:
 
 - **The 2K clients are the K episode clients halved** (`halve`): a client's
   support rows, class by class, are dealt alternately to two clients, the
-  alternation carried on from one class to the next (and so its query rows).
+  alternation carried on from one class to the next; its query rows likewise.
   The total data, and so the query images scored, are those every other
   method sees in the same test episode. (Sampling 2K full-size clients
   would need 2 * 60 images per class, more than FEMNIST-62's rarest test
