@@ -19,14 +19,13 @@ HEADERS = {
                  'Relative --config paths resolve in the runfiles tree, which holds //:configs.'],
     'tests': ['Tests. Every py_test runs pytest (the generated :pytest_runner.py below) on its',
               'one test file, with tests/conftest.py and pyproject.toml\'s pytest settings.',
-              'Tests that read real data look for ../shared/data at runtime: it lies outside',
-              'this repository and is not declared as data (see tests/data/BUILD).'],
-    'tests/data': ['test_leaf and test_tff_native read ../shared/data at runtime, relative to',
-                   'their own file. That data lies outside this repository and is deliberately',
-                   'not declared as data, so in a runfiles tree the path is absent: under',
-                   '`bazel test` their cases that need it fail unless the data is made',
-                   'reachable; run those with pytest from the checkout. test_images reads',
+              'Tests that read real data use the small subsets in tests/fixtures (their',
+              'FIXTURES constant), declared as data: //tests/fixtures:files.'],
+    'tests/data': ['test_leaf, test_tff_native and test_repartition read the real data subsets',
+                   'in tests/fixtures (//tests/fixtures:files). test_images reads',
                    '/usr/share/datasets when present and skips otherwise.'],
+    'tests/fixtures': ['Small real data cut from ../shared/data by make_fixtures.py (README.md):',
+                       'the data of every test that names FIXTURES.'],
 }
 TESTS_EXTRA = '''
 # `python tests/x/test_y.py` would import the file and exit 0 without running a
@@ -52,6 +51,12 @@ genrule(
         "  sys.exit(pytest.main(['-p', 'no:cacheprovider', '--rootdir', os.getcwd()] + sys.argv[1:]))",
         "EOF",
     ]),
+)
+'''
+FIXTURES_EXTRA = '''
+filegroup(
+    name = "files",
+    srcs = glob(["tff/*.sqlite", "leaf/**/*.json"]),
 )
 '''
 TARGET_COMMENTS = {
@@ -143,6 +148,8 @@ def main(extra=None):
         import ast
         if any('configs/' in (c._string_value(n) or '') for n in ast.walk(ast.parse(tree_text))):
           data[c.canonical(c.CONFIGS, '')] = ''
+      if kind == 'py_test' and c.names_fixtures(tree_text):
+        data[c.canonical(c.FIXTURE_FILES, '')] = ''
       # comments for lazily loaded / subprocess deps
       for lab, how in deps.items():
         if how.startswith('import_module('):
@@ -180,6 +187,8 @@ def main(extra=None):
     text = '\n'.join(head + loads) + '\n\npackage(default_visibility = ["//visibility:public"])\n'
     if pkg == 'tests':
       text += TESTS_EXTRA
+    if pkg == 'tests/fixtures':
+      text += FIXTURES_EXTRA
     text += '\n' + '\n\n'.join(blocks) + '\n'
     (REPO / pkg / 'BUILD').write_text(text)
   return unsure

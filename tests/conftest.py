@@ -11,7 +11,7 @@ import tensorflow_federated as tff  # noqa: E402
 from tff_meta.runtime import contexts, workers  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.path.join(os.path.dirname(REPO), 'shared', 'data')
+FIXTURES = os.path.join(REPO, 'tests', 'fixtures')   # small real data (tests/fixtures/README.md)
 
 
 @pytest.fixture(scope='session')

@@ -80,6 +80,7 @@ PYTEST_RUNNER = '//tests:pytest_runner.py'
 CONFTEST_PATH = 'tests/conftest.py'
 PYPROJECT = '//:pyproject.toml'
 CONFIGS = '//:configs'
+FIXTURE_FILES = '//tests/fixtures:files'
 REQUIREMENTS = 'requirements.txt'
 
 PY_RULES = ('py_library', 'py_binary', 'py_test')
@@ -312,6 +313,11 @@ def _string_value(node: ast.AST) -> Optional[str]:
   if isinstance(node, ast.JoinedStr):
     return ''.join(v.value if isinstance(v, ast.Constant) else '_x_' for v in node.values)
   return None
+
+
+def names_fixtures(source: str) -> bool:
+  """True when Python `source` uses the FIXTURES constant of tests/conftest.py."""
+  return any(isinstance(n, ast.Name) and n.id == 'FIXTURES' for n in ast.walk(ast.parse(source)))
 
 
 _CODE_IMPORT = re.compile(r'(?m)^\s*(from|import)\s+(%s)\b' % '|'.join(PY_ROOTS))
@@ -772,10 +778,23 @@ class Checker:
           problems.append(f'{t.build_file}: {t.label} reads configs/; add "{CONFIGS}" to its data')
     return problems
 
+  def check_fixtures_data(self) -> List[str]:
+    """Tests that name FIXTURES (tests/conftest.py) ship the fixture files in their runfiles."""
+    problems = []
+    for t in self.py_targets():
+      path = self.own_module(t)
+      if t.kind != 'py_test' or path is None or not names_fixtures((self.repo / path).read_text()):
+        continue
+      if canonical(FIXTURE_FILES, '') not in self.data(t):
+        problems.append(f'{t.build_file}: {t.label} reads tests/fixtures; add "{FIXTURE_FILES}" '
+                        'to its data')
+    return problems
+
   def check_all(self) -> List[str]:
     return (self.check_coverage() + self.check_labels() + self.check_internal_deps() +
             self.check_third_party_deps() + self.check_cycles() + self.check_tidy() +
-            self.check_tests_run_pytest() + self.check_configs_data())
+            self.check_tests_run_pytest() + self.check_configs_data() +
+            self.check_fixtures_data())
 
 
 def check_workspace(repo: Path) -> List[str]:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow_federated as tff
 
-from tests.conftest import SHARED_DATA
+from tests.conftest import FIXTURES
 from tff_meta.algorithms import fedmeta
 from tff_meta.data import load_dataset, protocol
 from tff_meta.models import build_model_spec
@@ -42,12 +42,12 @@ def _one_round(ds, model_name, **model_options):
 
 
 def test_femnist_cnn_on_tff_emnist(tff_context):
-  ds = load_dataset('emnist', cache_dir=os.path.join(SHARED_DATA, 'tff'), max_clients=4)
+  ds = load_dataset('emnist', cache_dir=os.path.join(FIXTURES, 'tff'), max_clients=4)
   _one_round(ds, 'femnist_cnn', dense_units=32)
 
 
 def test_shakespeare_lstm_on_leaf_json(tff_context):
-  ds = load_dataset('leaf_shakespeare', path=os.path.join(SHARED_DATA, 'leaf', 'shakespeare'),
+  ds = load_dataset('leaf_shakespeare', path=os.path.join(FIXTURES, 'leaf', 'shakespeare'),
                     max_clients=4)
   _one_round(ds, 'shakespeare_lstm', units=8)
 
@@ -77,7 +77,7 @@ def test_fedavg_minibatch_training_runs_the_character_lstm(tff_context):
   (it used to fail inside `Dataset.reduce`: 'You must feed a value for
   placeholder tensor input_1')."""
   from tff_meta.algorithms import ALGORITHMS, Hparams  # pylint: disable=g-import-not-at-top
-  ds = load_dataset('leaf_shakespeare', path=os.path.join(SHARED_DATA, 'leaf', 'shakespeare'),
+  ds = load_dataset('leaf_shakespeare', path=os.path.join(FIXTURES, 'leaf', 'shakespeare'),
                     max_clients=4)
   data = protocol.prepare(ds, support_fraction=0.5, min_samples=4, seed=0,
                           client_split=(0.5, 0.0, 0.5))

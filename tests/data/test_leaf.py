@@ -1,4 +1,4 @@
-"""Tests for tff_meta.data.leaf on the real LEAF shards and small files."""
+"""Tests for tff_meta.data.leaf on real LEAF shards (subsets in tests/fixtures/leaf) and small files."""
 
 import glob
 import json
@@ -8,12 +8,12 @@ from unittest import mock
 import numpy as np
 import pytest
 
+from tests.conftest import FIXTURES
 from tff_meta.data import leaf
 from tff_meta.data import text
 from tff_meta.data.types import DataError
 
-LEAF_DIR = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared',
-                        'data', 'leaf')
+LEAF_DIR = os.path.join(FIXTURES, 'leaf')
 FEMNIST = os.path.join(LEAF_DIR, 'femnist')
 SHAKESPEARE = os.path.join(LEAF_DIR, 'shakespeare')
 
@@ -39,9 +39,9 @@ def test_femnist_all_matches_json_counts(femnist_all):
   test = _json_counts(os.path.join(FEMNIST, 'test'))
   ds = femnist_all
   assert ds.name == 'femnist' and ds.num_classes == 62
-  assert len(ds.clients) == 31 == len(train) == len(test)
+  assert len(ds.clients) == 6 == len(train) == len(test)
   assert list(ds.clients) == sorted(train)
-  assert ds.num_examples == sum(train.values()) + sum(test.values()) == 4907
+  assert ds.num_examples == sum(train.values()) + sum(test.values()) == 90
   for u, c in ds.clients.items():
     assert len(c) == train[u] + test[u]
     assert c.x.shape[1:] == (28, 28) and c.x.dtype == np.float32
@@ -71,8 +71,8 @@ def test_femnist_test_split_equals_tail_of_all(femnist_all):
 def test_shakespeare_counts_and_same_vocab_as_text():
   train = leaf.load_leaf(SHAKESPEARE, 'shakespeare', split='train')
   test = leaf.load_leaf(SHAKESPEARE, 'shakespeare', split='test')
-  assert train.num_examples == 41990 and test.num_examples == 3881
-  assert len(train.clients) == len(test.clients) == 10
+  assert train.num_examples == 1000 and test.num_examples == 120
+  assert len(train.clients) == len(test.clients) == 4
   assert train.num_classes == 81 and train.element_shape == (80,)
   assert {u: len(c) for u, c in train.clients.items()} == _json_counts(
       os.path.join(SHAKESPEARE, 'train'))

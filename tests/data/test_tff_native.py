@@ -1,4 +1,4 @@
-"""Tests for tff_meta.data.tff_native on the real TFF sqlite files."""
+"""Tests for tff_meta.data.tff_native on real TFF sqlite files (subsets in tests/fixtures/tff)."""
 
 import os
 import sqlite3
@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import FIXTURES
 from tff_meta.data import text
 from tff_meta.data import tff_native
 from tff_meta.data.types import DataError
 
-TFF_DIR = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'shared',
-                       'data', 'tff')
+TFF_DIR = os.path.join(FIXTURES, 'tff')
 EMNIST = os.path.join(TFF_DIR, 'emnist_all.sqlite')
 SHAKESPEARE = os.path.join(TFF_DIR, 'shakespeare.sqlite')
 
@@ -36,9 +36,9 @@ def test_emnist_all_counts_shapes_and_labels(emnist_all):
   ds = emnist_all
   assert ds.name == 'emnist' and ds.num_classes == 62
   assert ds.element_shape == (28, 28)
-  assert len(ds.clients) == 105
+  assert len(ds.clients) == 12
   assert list(ds.clients) == sorted(ds.clients)
-  assert ds.num_examples == 16393 == sum(train.values()) + sum(test.values())
+  assert ds.num_examples == 484 == sum(train.values()) + sum(test.values())
   for cid, c in ds.clients.items():
     assert len(c) == train.get(cid, 0) + test.get(cid, 0), cid
     assert c.x.shape[1:] == (28, 28) and c.x.dtype == np.float32
@@ -50,7 +50,7 @@ def test_emnist_all_counts_shapes_and_labels(emnist_all):
 
 
 @pytest.mark.parametrize('split, meta_split, total', [
-    ('train', 'all_train', 14708), ('test', 'all_test', 1685)])
+    ('train', 'all_train', 426), ('test', 'all_test', 58)])
 def test_emnist_single_split_counts(split, meta_split, total):
   ds = tff_native.load_emnist(TFF_DIR, split=split)
   meta = _metadata(EMNIST, meta_split)
@@ -60,8 +60,9 @@ def test_emnist_single_split_counts(split, meta_split, total):
 
 def test_emnist_only_digits_and_max_clients():
   ds = tff_native.load_emnist(TFF_DIR, only_digits=True)
-  assert ds.num_classes == 10 and len(ds.clients) == 104
-  assert ds.num_examples == 11776
+  assert ds.num_classes == 10 and len(ds.clients) == 12
+  assert ds.num_examples == 120 == sum(_metadata(EMNIST, 'digits_only_train').values()) + sum(
+      _metadata(EMNIST, 'digits_only_test').values())
   assert max(c.y.max() for c in ds.clients.values() if len(c)) == 9
   small = tff_native.load_emnist(TFF_DIR, max_clients=3)
   assert list(small.clients) == sorted(_metadata(EMNIST, 'all_train'))[:3]
@@ -71,7 +72,7 @@ def test_emnist_equals_tff_create_tf_dataset_for_client(emnist_all):
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   train, test = tff.simulation.datasets.emnist.load_data(
       only_digits=False, cache_dir=TFF_DIR)
-  for cid in (train.client_ids[0], train.client_ids[57]):
+  for cid in (train.client_ids[0], train.client_ids[-1]):
     rows = (list(train.create_tf_dataset_for_client(cid).as_numpy_iterator())
             + list(test.create_tf_dataset_for_client(cid).as_numpy_iterator()))
     got = emnist_all.clients[cid]
@@ -160,7 +161,7 @@ def test_shakespeare_equals_tff_client_data():
 
 def test_shakespeare_full_test_split_client_count():
   ds = tff_native.load_shakespeare(TFF_DIR, split='test', stride=80)
-  assert len(ds.clients) == 715
+  assert len(ds.clients) == 36
   assert set(ds.clients) == set(_metadata(SHAKESPEARE, 'test'))
   y = np.concatenate([c.y for c in ds.clients.values()])
   assert y.min() >= 1 and y.max() <= 80  # All characters are in the vocab.

@@ -27,8 +27,22 @@ def test_halve_keeps_every_image_and_deals_classes_alternately():
       assert sorted(map(bytes, both)) == sorted(map(bytes, c[f'{part}_x']))
       for cls in range(WAYS):
         n_a, n_b = np.sum(a[f'{part}_y'] == cls), np.sum(b[f'{part}_y'] == cls)
-        assert n_a - n_b in (0, 1)           # alternate dealing: the first half gets the odd one
+        assert abs(n_a - n_b) <= 1           # alternate dealing within each class
+      assert len(a[f'{part}_y']) - len(b[f'{part}_y']) in (0, 1)   # ... carried across classes
     assert a['num_ways'] == b['num_ways'] == c['num_ways']
+
+
+def test_one_image_per_class_still_gives_two_non_empty_halves():
+  rng = np.random.default_rng(0)
+  c = fixtures.client(rng, (1, 1, 1), query=3)
+  a, b = oneshot.halve([c])
+  np.testing.assert_array_equal(a['support_y'], [0, 2])      # dealt a, b, a across classes
+  np.testing.assert_array_equal(b['support_y'], [1])
+  task = oneshot.cv_split(a)
+  assert len(task['support_y']) == len(task['query_y']) == 1
+  first, second = oneshot._halves(np.array([4, 1, 4, 1, 1]))   # class 1: rows 1, 3, 4; 4: 0, 2
+  np.testing.assert_array_equal(first, [1, 2, 4])
+  np.testing.assert_array_equal(second, [0, 3])
 
 
 def test_cv_split_scores_on_held_out_support_never_on_query():
@@ -101,3 +115,44 @@ def test_diverging_clients_are_never_selected(linear, tff_context):
   assert all(np.isfinite(v) for v in out.values())
   for kept in select_half.selections[0]:
     assert len(kept) == 4 and min(kept) >= 4, kept
+
+
+def _recording(fn, sizes):
+  """`fn`, recording the support and query sizes of every client value handed to it."""
+  def wrapped(state, data, *rest):
+    sizes.extend((len(c['support_y']), len(c['query_y'])) for c in data)
+    return fn(state, data, *rest)
+  wrapped.type_signature = getattr(fn, 'type_signature', None)
+  return wrapped
+
+
+def test_small_episodes_send_no_empty_batch_to_the_model(linear, tff_context):
+  """One support image per class and client (examples_per_class = 2 * clients): before the
+  alternation was carried across classes, every second half had no support data, and the CV
+  scoring ran the model on empty batches (issue 16: a crash in group normalization)."""
+  model, hp, spec, (start, round_fn, evaluate) = linear
+  rng = np.random.default_rng(4)
+  clients = [fixtures.client(rng, (1, 1, 1), query=3) for _ in range(2)]
+  clients.append(fixtures.client(rng, (1,), query=2, classes=(1,)))   # one image: a half is empty
+  halves = oneshot.halve(clients)
+  assert [len(h['support_y']) for h in halves] == [2, 1, 2, 1, 1, 0]
+  assert [len(h['query_y']) for h in halves] == [2, 1, 2, 1, 1, 1]
+  cv_select = oneshot.CVSelection(model, hp, spec, keep=3)
+  cv_sizes, round_sizes, eval_sizes = [], [], []
+  cv_select._cv_score = _recording(
+      oneshot.build_cv_score(model, hp, spec, start.type_signature.result), cv_sizes)
+  out = cv_select(start, _recording(round_fn, round_sizes), _recording(evaluate, eval_sizes),
+                  model.initial_weights, clients, [1, 2])
+  assert cv_sizes == [(1, 1), (1, 1)] * 2            # halves 0 and 2: the only ones validated
+  assert round_sizes and all(min(s) > 0 for s in round_sizes)
+  assert len(eval_sizes) == 2 * 6 and all(q > 0 for _, q in eval_sizes)   # evaluation: queries
+  assert set(out) == {1, 2}
+  for kept in cv_select.selections[0]:
+    assert kept == [0, 2, 1] or kept == [2, 0, 1], kept   # unvalidated halves rank last
+  everyone = oneshot.CVSelection(model, hp, spec, keep=6)
+  got = everyone(start, round_fn, evaluate, model.initial_weights, clients, [1])
+  state, _ = round_fn(start(model.initial_weights), halves[:5])   # the empty half: weight 0
+  sums = evaluate(state, halves)                                  # its query image still counts
+  assert sums['num_examples'] == 3 * 2 + 2
+  assert got[1] == pytest.approx(float(sums['correct']) / 8, abs=1e-6)
+  assert [sorted(s) for s in everyone.selections[0]] == [[0, 1, 2, 3, 4]]

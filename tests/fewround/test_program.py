@@ -1,4 +1,9 @@
-"""programs/few_round.py end to end (FEMNIST-62, one cheap method) and its input errors."""
+"""programs/few_round.py end to end (FEMNIST-62, one cheap method) and its input errors.
+
+The runs read the 12-writer FEMNIST fixture (tests/fixtures/tff: 7 images of each letter, 12 of
+each digit), so their episodes take 6 images per class over 3 clients: one support and one
+query image per class and client.
+"""
 
 import collections
 import json
@@ -9,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import FIXTURES, REPO
 from tff_meta.fewround import baselines
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import tasks
@@ -28,8 +33,8 @@ def _run(*args):
 def test_runs_and_writes_results(tmp_path):
   out = tmp_path / 'run'
   proc = _run(f'--config={CONFIG}', '--methods=fedavg', '--test_episodes=2',
-              '--test_rounds=1,2', '--examples_per_class=20', '--num_clients=4',
-              f'--data_path={os.path.join(SHARED_DATA, "tff")}', f'--output_dir={out}')
+              '--test_rounds=1,2', '--examples_per_class=6', '--num_clients=3',
+              f'--data_path={os.path.join(FIXTURES, "tff")}', f'--output_dir={out}')
   assert proc.returncode == 0, proc.stderr[-2000:]
   results = json.loads((out / 'results.json').read_text())['results']
   assert [r['method'] for r in results] == ['fedavg']
@@ -63,8 +68,8 @@ def test_sweep_scores_every_combination_on_validation_classes(tmp_path):
   proc = subprocess.run(
       [sys.executable, '-m', 'programs.few_round_sweep', '--progress=false',
        f'--config={CONFIG}', '--methods=fedavg', '--test_episodes=2', '--test_rounds=1',
-       '--examples_per_class=20', '--num_clients=4', '--grid=inner_lr=0.003,0.03',
-       f'--data_path={os.path.join(SHARED_DATA, "tff")}', f'--output_dir={out}'],
+       '--examples_per_class=6', '--num_clients=3', '--grid=inner_lr=0.003,0.03',
+       f'--data_path={os.path.join(FIXTURES, "tff")}', f'--output_dir={out}'],
       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-2000:]
   sweep = json.loads((out / 'sweep.json').read_text())
@@ -88,8 +93,8 @@ def test_sweep_rejects_a_bad_grid(tmp_path):
 def test_fine_tuning_baselines_share_one_pre_training(tmp_path):
   out = tmp_path / 'run'
   proc = _run(f'--config={CONFIG}', '--methods=finetune_fedavg,finetune_oneshot',
-              '--episodes=2', '--test_episodes=2', '--test_rounds=1', '--examples_per_class=20',
-              '--num_clients=4', f'--data_path={os.path.join(SHARED_DATA, "tff")}',
+              '--episodes=2', '--test_episodes=2', '--test_rounds=1', '--examples_per_class=6',
+              '--num_clients=3', f'--data_path={os.path.join(FIXTURES, "tff")}',
               f'--output_dir={out}')
   assert proc.returncode == 0, proc.stderr[-2000:]
   rows = json.loads((out / 'results.json').read_text())['results']

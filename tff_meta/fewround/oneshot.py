@@ -23,12 +23,24 @@ After R rounds, accuracy is over the query sets of all 2K clients (Sec. 4:
 
 Choices where the papers are silent or could not be followed:
 
-- **The 2K clients are the K episode clients halved** (`halve`): each class
-  of a client's support and of its query is dealt alternately to two
-  clients. The total data, and so the query images scored, are those every
-  other method sees in the same test episode. (Sampling 2K full-size clients
+- **The 2K clients are the K episode clients halved** (`halve`): a client's
+  support rows, class by class, are dealt alternately to two clients, the
+  alternation carried on from one class to the next; its query rows likewise.
+  The total data, and so the query images scored, are those every other
+  method sees in the same test episode. (Sampling 2K full-size clients
   would need 2 * 60 images per class, more than FEMNIST-62's rarest test
-  class has.)
+  class has.) Carrying the alternation over keeps both halves non-empty
+  whenever the client has two rows: restarting it at every class sent
+  nothing to the second half when every class had one support image.
+- **A half without support data is skipped**: it has no local model to
+  validate or aggregate, so it is neither scored nor selectable (weight 0);
+  its query rows, if any, still count in the accuracy. This happens only for
+  a client with a single support image.
+- **A half that cannot be validated ranks last**: a CV task whose held-out
+  part is empty (a half with one support image) is not run and scores -1,
+  as a diverged local model does, instead of an accuracy of 0 that no data
+  supports. With these rules no empty batch ever reaches the model (an empty
+  batch through group normalization crashed `finetune_oneshot`, issue 16).
 - **Aggregation is the weighted mean of the selected models** at every round,
   not Guha et al.'s ensemble of outputs: a later round must broadcast one
   model.
@@ -54,14 +66,13 @@ from tff_meta.fewround.model import FewRoundModel
 
 
 def _halves(y: np.ndarray):
-  """Row indices of the two halves: each class's rows dealt alternately."""
-  first, second = [], []
-  for c in np.unique(y):
-    rows = np.flatnonzero(y == c)
-    first.append(rows[0::2])
-    second.append(rows[1::2])
-  join = lambda parts: np.sort(np.concatenate(parts)) if parts else np.zeros([0], np.int64)
-  return join(first), join(second)
+  """Row indices of the two halves: the rows, class by class, dealt alternately.
+
+  The alternation goes on across classes, so per class and in all the halves
+  differ by at most one row, and neither is empty when there are two rows.
+  """
+  order = np.argsort(np.asarray(y), kind='stable')     # class by class, rows in order
+  return np.sort(order[0::2]), np.sort(order[1::2])
 
 
 def _take(client, support_rows, query_rows):
@@ -72,7 +83,7 @@ def _take(client, support_rows, query_rows):
 
 
 def halve(clients: Sequence[Mapping]) -> List[collections.OrderedDict]:
-  """2K clients from K: each client's support and query classes dealt alternately."""
+  """2K clients from K: each client's support and query rows dealt alternately (`_halves`)."""
   out = []
   for client in clients:
     s1, s2 = _halves(client['support_y'])
@@ -148,15 +159,23 @@ class CVSelection:
       self._cv_score = build_cv_score(self.model, self.hp, self.spec,
                                       start.type_signature.result)
     available = halve(clients)
-    cv_tasks = [cv_split(c) for c in available]
+    # No empty batch reaches the model: a half without support is skipped (weight 0), one
+    # without a held-out image scores -1 unscored, and only halves with a query are evaluated.
+    candidates = [i for i, c in enumerate(available) if len(c['support_y'])]
+    cv_tasks = [cv_split(available[i]) for i in candidates]
+    validated = [j for j, task in enumerate(cv_tasks) if len(task['query_y'])]
+    queried = [c for c in available if len(c['query_y'])] or available
     state = start(weights)
     out, chosen = {}, []
     for r in range(1, max(rounds) + 1):
-      kept = select(self._cv_score(state, cv_tasks), self.keep)
+      scores = np.full(len(candidates), -1.0)
+      if validated:
+        scores[validated] = self._cv_score(state, [cv_tasks[j] for j in validated])
+      kept = [candidates[i] for i in select(scores, self.keep)]
       chosen.append(kept)
       state, _ = round_fn(state, [available[i] for i in kept])
       if r in rounds:
-        sums = evaluate(state, available)
+        sums = evaluate(state, queried)
         out[r] = float(sums['correct']) / max(float(sums['num_examples']), 1.0)
     self.selections.append(chosen)
     return out
