@@ -2,7 +2,8 @@
 
 Methods (`METHODS`): `maml`, `metasgd` (FedMeta process, squared error,
 `rating_mlp`), `nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
-(`baselines`). Metrics: RMSE over all query ratings and Precision@{1,3,10}
+and `bias` (`baselines`; not in the paper: the floor every learned method
+must beat). Metrics: RMSE over all query ratings and Precision@{1,3,10}
 averaged over test users (`metrics`).
 """
 
@@ -24,6 +25,7 @@ from tff_meta.registry import Registry
 
 K_VALUES = (1, 3, 10)
 METRICS = ('rmse',) + tuple(f'precision@{k}' for k in K_VALUES)
+BIAS = 'Bias baseline'
 
 
 @dataclasses.dataclass
@@ -45,7 +47,8 @@ def prepare(cfg) -> MovieLensData:
   encoder = features.MovieLensEncoder.for_dataset(ds)
   split = dict(support_fraction=cfg.support_fraction,
                train_support_fraction=cfg.train_support_fraction,
-               train_user_fraction=cfg.train_user_fraction, seed=cfg.seed)
+               train_user_fraction=cfg.train_user_fraction, seed=cfg.seed,
+               sampling=cfg.support_sampling)
   encoded = tasks.encode_users(ds.clients, encoder.encode)
   items = tasks.encode_users(ds.clients, lambda u: u.features['item'][:, None])
   return MovieLensData(tasks.rating_tasks(encoded, **split), tasks.rating_tasks(items, **split), ds)
@@ -120,6 +123,18 @@ def _svd_users(data: MovieLensData) -> Dict[str, Dict[str, np.ndarray]]:
                    'query_item': e.query_x[:, 0]} for e in data.items.test}
 
 
+def bias(cfg, data: MovieLensData, show_progress: bool):
+  """Bias baseline: mu and item biases from all training users' ratings, each test user's bias
+  from its support set (`baselines.bias_predictions`)."""
+  del show_progress
+  train = data.items.train
+  mu, b_item = baselines.item_biases(np.concatenate([e.all_x[:, 0] for e in train]),
+                                     np.concatenate([e.all_y for e in train]),
+                                     cfg.bias_item_shrinkage)
+  preds = baselines.bias_predictions(mu, b_item, _svd_users(data), cfg.bias_user_shrinkage)
+  return methods.MethodResult(BIAS, score(preds, data.tasks.test))
+
+
 def svdpp_self(cfg, data: MovieLensData, show_progress: bool):
   del show_progress
   preds = baselines.svdpp_self(_svd_users(data), seed=cfg.seed)
@@ -135,13 +150,14 @@ def svdpp_global(cfg, data: MovieLensData, show_progress: bool):
 
 
 METHODS: Registry = Registry('movielens method')
+METHODS.add('bias', bias)
 METHODS.add('svdpp_self', svdpp_self)
 METHODS.add('svdpp_global', svdpp_global)
 METHODS.add('nn_self', nn_self)
 METHODS.add('nn_pretrained', nn_pretrained)
 METHODS.add('maml', functools.partial(_meta, variant='maml', display='MAML'))
 METHODS.add('metasgd', functools.partial(_meta, variant='metasgd', display='Meta-SGD'))
-DEFAULT_METHODS = ('svdpp_self', 'svdpp_global', 'nn_self', 'nn_pretrained', 'maml', 'metasgd')
+DEFAULT_METHODS = ('bias', 'svdpp_self', 'svdpp_global', 'nn_self', 'nn_pretrained', 'maml', 'metasgd')
 
 
 def format_table(blocks: List[Tuple[str, List[dict]]]) -> str:
