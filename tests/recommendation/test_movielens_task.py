@@ -64,3 +64,30 @@ def test_bad_sampling_and_shrinkage_are_named(folder):
   with pytest.raises(ConfigError, match='bias_user_shrinkage'):
     _cfg(folder, bias_user_shrinkage=-1.0)
   assert config.RecommendConfig().support_sampling == 'chronological'
+
+
+def test_score_reports_the_papers_precision_and_the_extras():
+  episodes = [tasks.Episode('1', None, None, None, np.array([5.0, 3.0, 4.0])),
+              tasks.Episode('2', None, None, None, np.array([4.0, 5.0]))]
+  preds = [np.array([3.0, 1.0, 2.0]), np.array([2.0, 1.0])]
+  s = movielens_task.score(preds, episodes)
+  assert s['rmse'] == pytest.approx(np.sqrt((4 + 4 + 4 + 4 + 16) / 5))
+  # Top-1 items: rating 5 and rating 4 -> P@1 (rating 5) 1/2, (rating >= 4) 1.
+  assert s['precision@1'] == 0.5 and s['precision_ge4@1'] == 1.0
+  assert s['precision@3'] == pytest.approx((1 / 3 + 1 / 2) / 2)
+  assert s['ndcg@1'] == pytest.approx((1 + 15 / 31) / 2)
+  assert set(s) == set(movielens_task.METRICS + movielens_task.EXTRA_METRICS)
+
+
+def test_table_names_the_methods_that_lose_to_the_bias_baseline():
+  def row(method, rmse):
+    return {'method': method, 'rmse': rmse, **{m: 0.5 for m in movielens_task.METRICS[1:]},
+            **{m: 0.25 for m in movielens_task.EXTRA_METRICS}}
+  table = movielens_task.format_table([('80% Support', [
+      row('Bias baseline', 0.95), row('NN(pre-trained)', 1.0), row('MAML', 0.93),
+      row('Meta-SGD', 0.95)])])
+  assert '| 80% Support | Bias baseline | 0.9500 | 50.00% | 50.00% | 50.00% |' in table
+  assert ('80% Support: RMSE not below the Bias baseline (0.9500): NN(pre-trained), Meta-SGD'
+          in table)
+  assert '| setting | method | P@1 (rating >= 4) |' in table
+  assert '| 80% Support | MAML | 25.00% | 25.00% | 25.00% | 0.2500 | 0.2500 | 0.2500 |' in table
