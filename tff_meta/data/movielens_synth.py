@@ -5,16 +5,19 @@ formats (read by `movielens.load_movielens`) that matches the dataset's
 public statistics (Harper & Konstan 2015; the ml-100k README):
 
   943 users, 1,682 items (each rated at least once), 100,000 ratings, every
-  user >= 20 ratings (heavy-tailed: median ~65, at most 737); the star
+  user >= 20 ratings, heavy-tailed (ml-100k: median 65, at most 737; here
+  about 71 and 737); the star
   histogram 6.1 / 11.4 / 27.1 / 34.2 / 21.2% for 1-5; timestamps between
   1997-09-20 and 1998-04-22, in per-user sessions (most of a user's ratings
   in a first burst of seconds apart, a few later visits).
 
 Ratings come from a latent score (Koren 2008's biased matrix factorization)
 
-  s(u, i) = b_u + b_i + p_u . q_i + noise
+  s(u, i) = b_u + d_u (t - 1/2) + b_i + p_u . q_i + noise
 
-with user bias b_u (partly from age and gender), item bias b_i (partly from
+with user bias b_u (partly from age), a drift d_u over the user's ratings
+(t = the rating's position in the user's time order, in [0, 1]: the latest
+ratings are not like the first ones), item bias b_i (partly from
 popularity: popular movies are rated higher), and q_i = genre part + own
 part, p_u = demographic part + own part, so the item id, the genres, the
 user's demographics and (by adaptation) the user's own ratings all carry
