@@ -105,6 +105,29 @@ def test_chronological_split_last_query_and_support_just_before():
       assert np.all(np.diff(support) == 1) and np.all(np.diff(query) == 1)
 
 
+def test_random_split_has_chronological_sizes_and_is_seeded():
+  for n in range(2, 60):
+    for p in (0.01, 0.2, 0.6, 0.8, 0.99):
+      chrono = movielens.chronological_split(n, p)
+      support, query = movielens.random_split(n, p, seed=[1, n])
+      assert (len(support), len(query)) == tuple(len(c) for c in chrono)
+      assert not set(support) & set(query) and set(support) | set(query) <= set(range(n))
+      assert np.all(np.diff(support) > 0) and np.all(np.diff(query) > 0)   # each in time order
+  support, query = movielens.random_split(40, 0.8, seed=7)
+  again = movielens.random_split(40, 0.8, seed=7)
+  np.testing.assert_array_equal(support, again[0])
+  np.testing.assert_array_equal(query, again[1])
+  assert not np.array_equal(query, movielens.random_split(40, 0.8, seed=8)[1])
+  assert not np.array_equal(query, np.arange(32, 40))   # not the latest records
+  # Over many seeds every record is in the query set about a fifth of the time.
+  hits = np.zeros(10)
+  for seed in range(2000):
+    hits[movielens.random_split(10, 0.8, seed=seed)[1]] += 1
+  np.testing.assert_allclose(hits / 2000, 0.2, atol=0.04)
+  assert movielens.SPLITS.get('random') is movielens.random_split
+  assert movielens.SPLITS.get('chronological') is movielens.chronological_split
+
+
 @pytest.mark.parametrize('p', [0.0, 1.0, -0.2, 1.5])
 def test_support_fraction_outside_unit_interval_raises(p):
   with pytest.raises(ValueError, match='support_fraction'):

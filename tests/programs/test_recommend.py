@@ -29,12 +29,12 @@ def _run(*args):
 def test_movielens_table3_layout(tmp_path):
   data = ml100k_files.write(tmp_path / 'ml', num_users=20, num_items=40)
   proc = _run('--config=configs/recommend/movielens_p20.toml', f'--data_path={data}',
-              f'--output_dir={tmp_path / "out"}', '--methods=svdpp_self,svdpp_global,nn_self,'
+              f'--output_dir={tmp_path / "out"}', '--methods=bias,svdpp_self,svdpp_global,nn_self,'
               'nn_pretrained,maml', *SMALL)
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = proc.stdout
   assert '| setting | method | RMSE | Precision@1 | Precision@3 | Precision@10 |' in out
-  for method in ('SVD++(self)', 'SVD++(global)', 'NN(self)', 'NN(pre-trained)', 'MAML',
+  for method in ('Bias baseline', 'SVD++(self)', 'SVD++(global)', 'NN(self)', 'NN(pre-trained)', 'MAML',
                  'Improvement (MAML vs NN(pre-trained))'):
     assert f'| 20% Support | {method} |' in out, method
   # One hidden layer of 32 on 40 items + 19 genres + 2 + 7 age groups + 5 occupations + 7 + 24 + 1.

@@ -52,3 +52,32 @@ def test_svdpp_global_and_self():
   (own,) = baselines.svdpp_self(users, seed=0)
   # Trained on one rating of 3, unknown items get about the global mean (3).
   np.testing.assert_allclose(own, [3.0, 3.0], atol=0.01)
+
+
+def test_bias_baseline_by_hand():
+  # Training ratings: item 1 -> 5, 4; item 2 -> 1. mu = 10/3; lambda_item = 1:
+  # b_1 = (5/3 + 2/3) / (1 + 2) = 7/9, b_2 = (-7/3) / (1 + 1) = -7/6; item 3 unseen: 0.
+  mu, b_item = baselines.item_biases(np.array([1, 1, 2]), np.array([5., 4., 1.]), 1.0)
+  assert mu == pytest.approx(10 / 3)
+  assert b_item == pytest.approx({1: 7 / 9, 2: -7 / 6})
+  # Test user: support item 2 -> 3, item 3 -> 5; residuals 5/6 and 5/3; lambda_user = 2:
+  # b_u = 2.5 / (2 + 2) = 0.625; queries: item 1 -> mu + 7/9 + 0.625, item 3 -> mu + 0.625.
+  users = {'a': {'support_item': np.array([2, 3]), 'support_rating': np.array([3., 5.]),
+                 'query_item': np.array([1, 3])},
+           'b': {'support_item': np.array([2]), 'support_rating': np.array([1.]),
+                 'query_item': np.array([2])}}
+  preds = baselines.bias_predictions(mu, b_item, users, user_shrinkage=2.0)
+  np.testing.assert_allclose(preds[0], [10 / 3 + 7 / 9 + 0.625, 10 / 3 + 0.625], rtol=1e-6)
+  # User b: residual 1 - 10/3 + 7/6 = -7/6, b_u = -7/18; prediction 10/3 - 7/6 - 7/18 = 16/9.
+  np.testing.assert_allclose(preds[1], [16 / 9], rtol=1e-6)
+
+
+def test_bias_baseline_clips_and_needs_ratings():
+  mu, b_item = baselines.item_biases(np.array([1, 1, 2]), np.array([5., 5., 1.]), 0.0)
+  # mu = 11/3, b_1 = 4/3, b_2 = -8/3; support item 2 -> 5: b_u = 4 with no shrinkage.
+  users = {'a': {'support_item': np.array([2]), 'support_rating': np.array([5.]),
+                 'query_item': np.array([1, 2])}}
+  preds = baselines.bias_predictions(mu, b_item, users, user_shrinkage=0.0)
+  np.testing.assert_allclose(preds[0], [5.0, 5.0])        # 9 and 5, clipped to [1, 5]
+  with pytest.raises(Exception, match='at least one training rating'):
+    baselines.item_biases(np.array([], np.int64), np.array([]), 1.0)

@@ -61,6 +61,28 @@ def test_user_split_and_chronological_episodes(ml):
     assert e.support_x[:, time_col].max() <= e.query_x[:, time_col].min()
 
 
+def test_random_episodes_use_the_same_users_and_sizes(ml):
+  enc = features.MovieLensEncoder.for_dataset(ml)
+  users = tasks.encode_users(ml.clients, enc.encode)
+  split = dict(support_fraction=0.8, train_support_fraction=0.5, seed=3)
+  chrono = tasks.rating_tasks(users, **split)
+  rand = tasks.rating_tasks(users, **split, sampling='random')
+  assert tasks.rating_tasks(users, **split, sampling='random').test[0].query_y.tolist() == \
+      rand.test[0].query_y.tolist()
+  time_col = enc.dim - 1
+  later_support = 0
+  for c, r in zip(chrono.train + chrono.test, rand.train + rand.test):
+    assert c.user == r.user
+    assert (len(c.support_y), len(c.query_y)) == (len(r.support_y), len(r.query_y))
+    # The same ratings, split differently: every rating is used once.
+    np.testing.assert_array_equal(np.sort(c.all_x[:, time_col]), np.sort(r.all_x[:, time_col]))
+    assert np.all(np.diff(r.query_x[:, time_col]) >= 0)         # each set in time order
+    later_support += r.support_x[:, time_col].max() > r.query_x[:, time_col].min()
+  assert later_support > len(rand.train) // 2                    # not the latest ratings
+  with pytest.raises(Exception, match='chronological'):
+    tasks.rating_tasks(users, **split, sampling='by_rating')
+
+
 def test_split_needs_two_users():
   with pytest.raises(DataError, match='at least one training and one testing user'):
     tasks.split_users(['1'], 0.8, 0)

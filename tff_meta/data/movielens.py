@@ -6,7 +6,9 @@ the user (gender, age, occupation) and the rating time, and the target is
 the rating in [1, 5]. Their protocol splits each user chronologically
 (Sec. 3.2, Table 6): the last 20% of the user's records are the query set
 and the fraction p of records just before them the support set
-(`chronological_split`).
+(`chronological_split`). Their MovieLens text (Sec. 3.1) says only "a
+fraction of data"; `random_split` draws sets of the same sizes at random
+(`SPLITS` names both).
 
 Files, from GroupLens' ml-100k.zip (https://grouplens.org/datasets/movielens/100k/):
 
@@ -32,6 +34,7 @@ import numpy as np
 
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.data.types import DataError
+from tff_meta.registry import Registry
 
 # ml-100k's u.genre order.
 GENRES = ('unknown', 'Action', 'Adventure', 'Animation', "Children's", 'Comedy', 'Crime',
@@ -245,23 +248,52 @@ def _round_half_up(x: float) -> int:
   return int(math.floor(x + 0.5 + 1e-9))
 
 
-def chronological_split(n: int, support_fraction: float,
-                        query_fraction: float = 0.2) -> Tuple[np.ndarray, np.ndarray]:
-  """Support and query indices into n time-ordered records (recommendation protocol).
-
-  The query set is the last round(query_fraction * n) records (at least 1);
-  the support set is the round(support_fraction * n) records just before it,
-  clipped to [1, n - |query|] (rounding half up). Records before the
-  support set are unused. Fractions must be in (0, 1) (ValueError).
-  """
+def _split_sizes(n: int, support_fraction: float, query_fraction: float) -> Tuple[int, int]:
+  """(|support|, |query|): query round(query_fraction * n) clipped to [1, n - 1], support
+  round(support_fraction * n) clipped to [1, n - |query|] (rounding half up)."""
   validate_fraction('support_fraction', support_fraction)
   validate_fraction('query_fraction', query_fraction)
   if n < 2:
     raise DataError(f'{n} records cannot be split into non-empty support and query sets.')
   num_query = min(max(_round_half_up(query_fraction * n), 1), n - 1)
   num_support = min(max(_round_half_up(support_fraction * n), 1), n - num_query)
+  return num_support, num_query
+
+
+def chronological_split(n: int, support_fraction: float, query_fraction: float = 0.2,
+                        seed=None) -> Tuple[np.ndarray, np.ndarray]:
+  """Support and query indices into n time-ordered records (recommendation protocol).
+
+  The query set is the last round(query_fraction * n) records (at least 1);
+  the support set is the round(support_fraction * n) records just before it,
+  clipped to [1, n - |query|] (rounding half up). Records before the
+  support set are unused. Fractions must be in (0, 1) (ValueError). `seed`
+  is unused (the signature of `SPLITS`).
+  """
+  del seed
+  num_support, num_query = _split_sizes(n, support_fraction, query_fraction)
   end = n - num_query
   return np.arange(end - num_support, end), np.arange(end, n)
+
+
+def random_split(n: int, support_fraction: float, query_fraction: float = 0.2,
+                 seed=0) -> Tuple[np.ndarray, np.ndarray]:
+  """Support and query indices of the sizes `chronological_split` gives, drawn at random.
+
+  The query set is a random subset (seeded by `seed`, an int or a sequence of
+  ints) and the support set a random subset of the other records; each set
+  is returned in increasing (time) order. A support record may be later
+  than a query record.
+  """
+  num_support, num_query = _split_sizes(n, support_fraction, query_fraction)
+  order = np.random.default_rng(seed).permutation(n)
+  return np.sort(order[num_query:num_query + num_support]), np.sort(order[:num_query])
+
+
+# Support/query sampling of a user's records: name -> f(n, support_fraction, query_fraction, seed).
+SPLITS: Registry = Registry('support/query sampling')
+SPLITS.add('chronological', chronological_split)
+SPLITS.add('random', random_split)
 
 
 def split_user(user: UserRatings, support_fraction: float,

@@ -9,6 +9,13 @@ MovieLens (Table 3):
   the test user's support set (self) or on all training users' ratings
   (global), scored on the test user's query ratings. An unknown user or item
   gets surprise's fallback (global mean plus the known biases).
+- Bias (not in the paper; the floor every learned method must beat): Koren's
+  baseline predictor mu + b_i + b_u (Koren 2010, "Factor in the neighbors",
+  Sec. 2.1, decoupled shrunk estimates): mu = mean training rating,
+  b_i = sum_u (r_ui - mu) / (lambda_item + n_i) over training users' ratings,
+  and per test user b_u = sum_i (r_ui - mu - b_i) / (lambda_user + n_u) over
+  the support set; predictions clipped to [1, 5]. An item no training user
+  rated has b_i = 0. Koren's shrinkages: lambda_item = 25, lambda_user = 10.
 
 Service recommendation, SELF setting (Table 6), each on the test user's own data:
 - MFU: services ranked by their number of uses in the support set;
@@ -24,7 +31,7 @@ All score functions return [n_query, C] scores; larger is better.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -67,6 +74,35 @@ def naive_bayes_scores(support: Categorical, support_labels: np.ndarray, query: 
     log_p = np.log(counts + alpha) - np.log(n_y + alpha * size)[:, None]
     scores += log_p[:, query.columns[name]].T
   return scores
+
+
+def item_biases(items: np.ndarray, ratings: np.ndarray, shrinkage: float
+                ) -> Tuple[float, Dict[int, float]]:
+  """(mu, {item: b_i}) of the bias baseline from training ratings (see module doc)."""
+  items, ratings = np.asarray(items, np.int64), np.asarray(ratings, np.float64)
+  if not len(ratings):
+    raise DataError('The bias baseline needs at least one training rating.')
+  mu = float(ratings.mean())
+  ids, index = np.unique(items, return_inverse=True)
+  sums = np.bincount(index, ratings - mu, minlength=len(ids))
+  counts = np.bincount(index, minlength=len(ids))
+  return mu, dict(zip(ids.tolist(), (sums / (shrinkage + counts)).tolist()))
+
+
+def bias_predictions(mu: float, b_item: Dict[int, float], users: Dict[str, Dict[str, np.ndarray]],
+                     user_shrinkage: float) -> List[np.ndarray]:
+  """Per test user: clip(mu + b_i + b_u, 1, 5) on its query items, b_u from its support set.
+
+  `users[u]` has support_item, support_rating, query_item (as for SVD++).
+  """
+  out = []
+  for u in users.values():
+    b_support = np.array([b_item.get(int(i), 0.0) for i in u['support_item']], np.float64)
+    residual = np.asarray(u['support_rating'], np.float64) - mu - b_support
+    b_user = residual.sum() / (user_shrinkage + len(residual))
+    b_query = np.array([b_item.get(int(i), 0.0) for i in u['query_item']], np.float64)
+    out.append(np.clip(mu + b_query + b_user, 1.0, 5.0).astype(np.float32))
+  return out
 
 
 def svdpp_predictions(train_triples: Sequence, query_pairs: Sequence, *, seed: int = 0,

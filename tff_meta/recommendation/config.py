@@ -12,6 +12,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from tff_meta.algorithms import OPTIMIZERS
+from tff_meta.data.movielens import SPLITS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.program.config import ConfigError, coerce_dataclass, coerce_value, load_toml
 
@@ -28,6 +29,7 @@ class RecommendConfig:
   train_support_fraction: float = 0.5
   train_user_fraction: float = 0.8
   query_fraction: float = 0.2
+  support_sampling: str = 'chronological'
   min_events: int = 2
   sort_log: bool = False
   episodes: int = 5000
@@ -51,6 +53,8 @@ class RecommendConfig:
   max_classes: int = 40
   max_events: int = 500
   pretrain_steps: int = 5000
+  bias_item_shrinkage: float = 25.0
+  bias_user_shrinkage: float = 10.0
   synthetic_users: int = 100
   synthetic_services: int = 300
 
@@ -94,6 +98,10 @@ class RecommendConfig:
         raise ConfigError(f'{key} must be > 0, got {getattr(self, key)}.')
     for key in ('meta_optimizer', 'pretrain_optimizer', 'self_optimizer'):
       OPTIMIZERS.get(getattr(self, key))
+    SPLITS.get(self.support_sampling)
+    for key in ('bias_item_shrinkage', 'bias_user_shrinkage'):
+      if not getattr(self, key) >= 0:
+        raise ConfigError(f'{key} must be >= 0, got {getattr(self, key)}.')
     self.self_step_list  # pylint: disable=pointless-statement
     return self
 
@@ -110,6 +118,11 @@ HELP = {
     'support_fraction': 'Test users: fraction p of their data in the support set ("p Support").',
     'train_support_fraction': 'Training tasks: fraction of the data used as support (Fig. 3).',
     'train_user_fraction': 'Fraction of users that train (the rest test).',
+    'support_sampling': 'movielens: how each user\'s ratings split into support and query sets: '
+                        'chronological (default: query = the latest ratings, as in the paper\'s '
+                        'production task; no peeking at the future) or random (same sizes, drawn '
+                        'at random; the paper\'s MovieLens text says only "a fraction of data"). '
+                        'service is always chronological.',
     'query_fraction': 'service: the last fraction of each test user\'s events is the query set.',
     'min_events': 'service: users with fewer events are dropped (and counted).',
     'sort_log': 'service: sort each user\'s events by time instead of rejecting an unsorted log.',
@@ -136,6 +149,8 @@ HELP = {
     'max_classes': 'service: C, the size of each user\'s local label space (40).',
     'max_events': 'service: events per meta-training task (500, or half the user\'s events).',
     'pretrain_steps': 'service: NN-unified pre-training steps (one user each).',
+    'bias_item_shrinkage': 'movielens bias baseline: lambda of the item biases (Koren: 25).',
+    'bias_user_shrinkage': 'movielens bias baseline: lambda of a test user\'s bias (Koren: 10).',
     'synthetic_users': 'service without data_path: users in the generated log.',
     'synthetic_services': 'service without data_path: services in the generated catalogue.',
 }

@@ -1,23 +1,28 @@
-"""Users as tasks: the user split and chronological support/query episodes.
+"""Users as tasks: the user split and support/query episodes.
 
 Chen et al. 2018b, Sec. 3.1: each user is a task; 80% of the users (drawn by
 seed) train and the rest test. A test user in the "p Support" setting uses
 the fraction p of its ratings as the support set and the rest as the query
 set; a training task uses all of its user's data, the fraction
 `train_support_fraction` as support and the rest as query (Fig. 3 varies it,
-20-80%). Both splits are chronological (`movielens.chronological_split`): no
-support record is later than a query record.
+20-80%). `sampling` names how a user's records are split (`movielens.SPLITS`):
+'chronological' (the default: the query set is the user's latest records and
+no support record is later than a query record; the paper's production task,
+Table 6) or 'random' (sets of the same sizes drawn at random, seeded by the
+seed and the user id; the paper's MovieLens text says only "a fraction of
+data", Sec. 3.1).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import zlib
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.data.movielens import chronological_split
+from tff_meta.data.movielens import SPLITS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.data.types import DataError
 
@@ -59,9 +64,10 @@ def split_users(user_ids: Sequence[str], train_fraction: float, seed: int
 
 
 def episode(user: str, x: np.ndarray, y: np.ndarray, support_fraction: float,
-            query_fraction: float) -> Episode:
-  """The chronological episode of time-ordered (x, y)."""
-  s, q = chronological_split(len(y), support_fraction, query_fraction)
+            query_fraction: float, sampling: str = 'chronological', seed: int = 0) -> Episode:
+  """The episode of time-ordered (x, y) by `SPLITS[sampling]` (random: seeded by seed, user)."""
+  s, q = SPLITS.get(sampling)(len(y), support_fraction, query_fraction,
+                              seed=[seed, zlib.crc32(user.encode())])
   return Episode(user, x[s], y[s], x[q], y[q])
 
 
@@ -81,7 +87,7 @@ class RatingTasks:
 
 def rating_tasks(users: Dict[str, Tuple[np.ndarray, np.ndarray]], *, support_fraction: float,
                  train_support_fraction: float, train_user_fraction: float = 0.8,
-                 seed: int = 0) -> RatingTasks:
+                 seed: int = 0, sampling: str = 'chronological') -> RatingTasks:
   """Episodes from {user: (features [n, d], ratings [n])}, both in time order.
 
   Test users: support = fraction `support_fraction`, query = the rest.
@@ -90,7 +96,7 @@ def rating_tasks(users: Dict[str, Tuple[np.ndarray, np.ndarray]], *, support_fra
   validate_fraction('support_fraction', support_fraction)
   validate_fraction('train_support_fraction', train_support_fraction)
   train_ids, test_ids = split_users(sorted(users, key=_numeric_first), train_user_fraction, seed)
-  make = lambda ids, p: [episode(u, *users[u], p, 1.0 - p) for u in ids]
+  make = lambda ids, p: [episode(u, *users[u], p, 1.0 - p, sampling, seed) for u in ids]
   dim = next(iter(users.values()))[0].shape[1]
   return RatingTasks(train=make(train_ids, train_support_fraction),
                      test=make(test_ids, support_fraction), feature_dim=dim)

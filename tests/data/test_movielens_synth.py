@@ -1,0 +1,123 @@
+"""Tests for tff_meta.data.movielens_synth and programs/make_movielens.py: the generated folder
+has ml-100k's public statistics, a bias and a latent (genre) structure, and is deterministic."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tff_meta.data import movielens, movielens_synth
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope='module')
+def folder(tmp_path_factory):
+  return movielens_synth.write(str(tmp_path_factory.mktemp('ml') / 'gen'), seed=0)
+
+
+@pytest.fixture(scope='module')
+def table(folder):
+  """u.data as int64 [n, 4]: user, item, rating, timestamp."""
+  return np.loadtxt(os.path.join(folder, 'u.data'), dtype=np.int64, delimiter='\t')
+
+
+def test_the_loader_reads_ml100k_sizes(folder):
+  ds = movielens.load_movielens(folder)
+  assert (ds.num_users, ds.num_items, ds.num_ratings) == (943, 1682, 100_000)
+  assert len(ds.clients) == 943 and ds.max_item_id == 1682
+  assert ds.occupations == tuple(sorted(movielens_synth.OCCUPATIONS))
+  assert min(len(c) for c in ds.clients.values()) >= 20
+  assert max(len(c) for c in ds.clients.values()) <= 737
+
+
+def test_every_item_rated_once_per_user_at_most(table):
+  assert len(np.unique(table[:, 0] * 10_000 + table[:, 1])) == len(table)
+  counts = np.bincount(table[:, 1], minlength=1683)[1:]
+  assert counts.min() >= 1
+  assert 300 <= counts.max() <= 800            # ml-100k: 583 (Star Wars)
+  per_user = np.bincount(table[:, 0])[1:]
+  assert 50 <= np.median(per_user) <= 90        # ml-100k: 65
+
+
+def test_star_histogram_matches_ml100k(table):
+  shares = np.bincount(table[:, 2], minlength=6)[1:] / len(table)
+  np.testing.assert_allclose(shares, [0.061, 0.114, 0.271, 0.342, 0.212], atol=0.0005)
+
+
+def test_timestamps_span_ml100k_in_sessions(table):
+  assert table[:, 3].min() >= 874724710 and table[:, 3].max() <= 893286638
+  assert table[:, 3].max() - table[:, 3].min() > 200 * 86400
+  gaps, long_gaps = [], 0
+  for u in range(1, 944):
+    t = np.sort(table[table[:, 0] == u, 3])
+    gaps.append(np.median(np.diff(t)))
+    long_gaps += np.any(np.diff(t) > 86400)
+  assert np.median(gaps) < 300                  # ratings of a session are minutes apart
+  assert 100 < long_gaps < 900                  # many, not all, users come back on a later day
+
+
+def test_same_seed_same_files_other_seed_other_files():
+  a, b = movielens_synth.generate(3), movielens_synth.generate(3)
+  assert a == b
+  assert movielens_synth.generate(4)['u.data'] != a['u.data']
+
+
+def _rmse(e):
+  return float(np.sqrt(np.mean(np.square(e))))
+
+
+def test_biases_and_genre_tastes_carry_signal(folder, table):
+  """Item means of half the users beat the global mean on the other half; a user's bias from
+  half their ratings helps further; so do the user's genre tastes (the latent part)."""
+  genres = np.array([[int(f) for f in line.split('|')[5:]]
+                     for line in open(os.path.join(folder, 'u.item'), encoding='latin-1')])
+  train = table[table[:, 0] % 2 == 0]
+  test = table[table[:, 0] % 2 == 1]
+  mu = train[:, 2].mean()
+  sums = np.bincount(train[:, 1], train[:, 2] - mu, minlength=1683)
+  b_item = sums / (np.bincount(train[:, 1], minlength=1683) + 5.0)
+  e_mean, e_item, e_user, e_genre = [], [], [], []
+  for u in np.unique(test[:, 0]):
+    rows = test[test[:, 0] == u]
+    half = len(rows) // 2
+    fit, held = rows[:half], rows[half:]
+    r_fit = fit[:, 2] - mu - b_item[fit[:, 1]]
+    b_user = r_fit.sum() / (len(fit) + 5.0)
+    g_fit, g_held = genres[fit[:, 1] - 1], genres[held[:, 1] - 1]
+    taste = g_fit.T @ (r_fit - b_user) / (g_fit.sum(0) + 5.0)
+    base = mu + b_item[held[:, 1]] + b_user
+    e_mean.append(held[:, 2] - mu)
+    e_item.append(held[:, 2] - mu - b_item[held[:, 1]])
+    e_user.append(held[:, 2] - base)
+    e_genre.append(held[:, 2] - base - g_held @ taste / np.maximum(g_held.sum(1), 1))
+  mean, item, user, genre = (_rmse(np.concatenate(e)) for e in (e_mean, e_item, e_user, e_genre))
+  assert item < mean - 0.04
+  assert user < item - 0.04
+  assert genre < user - 0.005
+  assert 0.85 < user < 1.05                     # ml-100k: about 0.93-0.95
+
+
+def _program(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, '-m', 'programs.make_movielens', *args], cwd=REPO,
+                        env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_program_writes_the_generated_folder_and_protects_real_data(tmp_path):
+  out = _program(f'--output_dir={tmp_path / "gen"}', '--seed=2')
+  assert out.returncode == 0, out.stderr
+  assert (tmp_path / 'gen' / 'u.data').read_text() == movielens_synth.generate(2)['u.data']
+  again = _program(f'--output_dir={tmp_path / "gen"}', '--seed=2')   # its own folder: rewritten
+  assert again.returncode == 0, again.stderr
+  real = tmp_path / 'real'
+  real.mkdir()
+  (real / 'u.data').write_text('1\t1\t5\t881250949\n')
+  refused = _program(f'--output_dir={real}')
+  assert refused.returncode == 1
+  assert refused.stderr.startswith('error: ') and len(refused.stderr.strip().splitlines()) == 1
+  assert (real / 'u.data').read_text() == '1\t1\t5\t881250949\n'
+  missing = _program()
+  assert missing.returncode == 1 and missing.stderr.startswith('error: --output_dir is required')

@@ -1,0 +1,93 @@
+"""MovieLens task wiring without TFF runs: the bias baseline against a plain reference, the
+support/query sampling key, and the scored metrics."""
+
+import dataclasses
+import zlib
+
+import numpy as np
+import pytest
+
+from tests.recommendation import ml100k_files
+from tff_meta.data.movielens import SPLITS, load_movielens
+from tff_meta.program.config import ConfigError
+from tff_meta.recommendation import config, movielens_task, tasks
+from tff_meta.registry import UnknownNameError
+
+
+@pytest.fixture(scope='module')
+def folder(tmp_path_factory):
+  return ml100k_files.write(tmp_path_factory.mktemp('ml'), num_users=25, num_items=50)
+
+
+def _cfg(folder, **overrides):
+  return dataclasses.replace(config.RecommendConfig(), task='movielens', data_path=folder,
+                             **overrides).validate()
+
+
+@pytest.mark.parametrize('sampling', ['chronological', 'random'])
+def test_bias_method_matches_a_plain_reference(folder, sampling):
+  cfg = _cfg(folder, support_sampling=sampling, bias_item_shrinkage=3.0,
+             bias_user_shrinkage=2.0, seed=5)
+  row = movielens_task.bias(cfg, movielens_task.prepare(cfg), False).row()
+  assert row['method'] == 'Bias baseline'
+  # Reference: straight from the loaded users, the seeded user split and the split function.
+  ds = load_movielens(folder)
+  train_ids, test_ids = tasks.split_users(sorted(ds.clients, key=int), 0.8, 5)
+  items = np.concatenate([ds.clients[u].features['item'] for u in train_ids])
+  ratings = np.concatenate([ds.clients[u].ratings for u in train_ids]).astype(np.float64)
+  mu = ratings.mean()
+  b_item = {i: (ratings[items == i] - mu).sum() / (3.0 + np.sum(items == i))
+            for i in np.unique(items)}
+  errors = []
+  for u in test_ids:
+    user = ds.clients[u]
+    s, q = SPLITS.get(sampling)(len(user), 0.8, 0.2, seed=[5, zlib.crc32(u.encode())])
+    item = user.features['item']
+    b_s = np.array([b_item.get(i, 0.0) for i in item[s]])
+    b_user = (user.ratings[s] - mu - b_s).sum() / (2.0 + len(s))
+    pred = np.clip(mu + np.array([b_item.get(i, 0.0) for i in item[q]]) + b_user, 1, 5)
+    errors.append(pred - user.ratings[q])
+  assert row['rmse'] == pytest.approx(np.sqrt(np.mean(np.concatenate(errors) ** 2)), rel=1e-5)
+
+
+def test_sampling_changes_the_query_sets(folder):
+  chrono = movielens_task.prepare(_cfg(folder))
+  rand = movielens_task.prepare(_cfg(folder, support_sampling='random'))
+  assert [e.user for e in chrono.tasks.test] == [e.user for e in rand.tasks.test]
+  assert any(not np.array_equal(c.query_y, r.query_y) or not np.array_equal(c.query_x, r.query_x)
+             for c, r in zip(chrono.tasks.test, rand.tasks.test))
+
+
+def test_bad_sampling_and_shrinkage_are_named(folder):
+  with pytest.raises(UnknownNameError, match='chronological'):
+    _cfg(folder, support_sampling='latest')
+  with pytest.raises(ConfigError, match='bias_user_shrinkage'):
+    _cfg(folder, bias_user_shrinkage=-1.0)
+  assert config.RecommendConfig().support_sampling == 'chronological'
+
+
+def test_score_reports_the_papers_precision_and_the_extras():
+  episodes = [tasks.Episode('1', None, None, None, np.array([5.0, 3.0, 4.0])),
+              tasks.Episode('2', None, None, None, np.array([4.0, 5.0]))]
+  preds = [np.array([3.0, 1.0, 2.0]), np.array([2.0, 1.0])]
+  s = movielens_task.score(preds, episodes)
+  assert s['rmse'] == pytest.approx(np.sqrt((4 + 4 + 4 + 4 + 16) / 5))
+  # Top-1 items: rating 5 and rating 4 -> P@1 (rating 5) 1/2, (rating >= 4) 1.
+  assert s['precision@1'] == 0.5 and s['precision_ge4@1'] == 1.0
+  assert s['precision@3'] == pytest.approx((1 / 3 + 1 / 2) / 2)
+  assert s['ndcg@1'] == pytest.approx((1 + 15 / 31) / 2)
+  assert set(s) == set(movielens_task.METRICS + movielens_task.EXTRA_METRICS)
+
+
+def test_table_names_the_methods_that_lose_to_the_bias_baseline():
+  def row(method, rmse):
+    return {'method': method, 'rmse': rmse, **{m: 0.5 for m in movielens_task.METRICS[1:]},
+            **{m: 0.25 for m in movielens_task.EXTRA_METRICS}}
+  table = movielens_task.format_table([('80% Support', [
+      row('Bias baseline', 0.95), row('NN(pre-trained)', 1.0), row('MAML', 0.93),
+      row('Meta-SGD', 0.95)])])
+  assert '| 80% Support | Bias baseline | 0.9500 | 50.00% | 50.00% | 50.00% |' in table
+  assert ('80% Support: RMSE not below the Bias baseline (0.9500): NN(pre-trained), Meta-SGD'
+          in table)
+  assert '| setting | method | P@1 (rating >= 4) |' in table
+  assert '| 80% Support | MAML | 25.00% | 25.00% | 25.00% | 0.2500 | 0.2500 | 0.2500 |' in table
