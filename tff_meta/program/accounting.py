@@ -1,0 +1,83 @@
+"""Privacy accounting: the (epsilon, delta) of T rounds of the DP mean (issue #18).
+
+Each round releases the DP mean of `aggregation.dp_factory`: the sum of the
+sampled clients' updates, each clipped to L2 norm C, plus N(0, (z C)^2)
+noise. The sampler (`client_data.sample_clients`) draws m = min(clients per
+round, N) of the N training clients uniformly *without replacement*, afresh
+each round: a fixed-size sample, not Poisson. Its accounting
+(`dp_accounting.SampledWithoutReplacementDpEvent`, Wang, Balle and
+Kasiviswanathan 2019, Thm. 27, RDP) is for the *replace-one* relation: N is
+public and a neighbouring population changes one client's data. Replacing
+one client moves the clipped sum by up to 2C, so the Gaussian's noise
+multiplier relative to that sensitivity is z / 2. With m = N every round is
+the plain Gaussian mechanism at z / 2; for m < N the reported epsilon is the
+smaller of the subsampled bound and that one (both hold: a subsampled round
+is never less private than a full one, and Wang et al.'s bound is loose as
+m approaches N). The epsilon is user-level (a user = a client, all its data).
+
+Poisson sampling (each client independently with probability q, as in
+McMahan et al. 2018) has the add/remove-one relation and multiplier z; it is
+here for reference (`sampling='poisson'`), with RDP or the tighter PLD
+accountant. dp-accounting 0.4.3's PLD accountant has no
+sampling-without-replacement event, so our sampler is accounted with RDP.
+"""
+
+from __future__ import annotations
+
+import math
+
+import dp_accounting
+from dp_accounting import pld, rdp
+
+SAMPLINGS = ('without_replacement', 'poisson')
+ACCOUNTANTS = ('rdp', 'pld')
+
+
+def default_delta(population: int) -> float:
+  """delta = 1 / N^1.1: below 1/N, as a meaningful user-level delta must be."""
+  return 1.0 / population**1.1
+
+
+def round_event(noise_multiplier: float, population: int, clients_per_round: int,
+                sampling: str = 'without_replacement') -> dp_accounting.DpEvent:
+  """The `DpEvent` of one round (module docstring)."""
+  if sampling not in SAMPLINGS:
+    raise ValueError(f'Unknown sampling {sampling!r}; use one of {SAMPLINGS}.')
+  if population < 1 or not 1 <= clients_per_round:
+    raise ValueError(f'Need population >= 1 and clients_per_round >= 1, got {population}, '
+                     f'{clients_per_round}.')
+  m = min(clients_per_round, population)
+  if sampling == 'poisson':
+    return dp_accounting.PoissonSampledDpEvent(
+        m / population, dp_accounting.GaussianDpEvent(noise_multiplier))
+  gaussian = dp_accounting.GaussianDpEvent(noise_multiplier / 2.0)   # sensitivity 2C
+  if m == population:
+    return gaussian
+  return dp_accounting.SampledWithoutReplacementDpEvent(population, m, gaussian)
+
+
+def epsilon(noise_multiplier: float, *, population: int, clients_per_round: int, rounds: int,
+            delta: float, sampling: str = 'without_replacement',
+            accountant: str = 'rdp') -> float:
+  """epsilon at `delta` after `rounds` rounds; inf without noise, 0 after no round."""
+  if rounds <= 0:
+    return 0.0
+  if noise_multiplier <= 0:
+    return math.inf
+  if accountant not in ACCOUNTANTS:
+    raise ValueError(f'Unknown accountant {accountant!r}; use one of {ACCOUNTANTS}.')
+  relation = (dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE if sampling == 'poisson'
+              else dp_accounting.NeighboringRelation.REPLACE_ONE)
+  if accountant == 'pld' and sampling != 'poisson':
+    raise ValueError('dp-accounting 0.4.3\'s PLD accountant has no sampling without '
+                     'replacement; use accountant="rdp".')
+
+  def compose(event):
+    acc = (pld.PLDAccountant(relation) if accountant == 'pld'
+           else rdp.RdpAccountant(neighboring_relation=relation))
+    return float(acc.compose(dp_accounting.SelfComposedDpEvent(event, rounds)).get_epsilon(delta))
+
+  eps = compose(round_event(noise_multiplier, population, clients_per_round, sampling))
+  if sampling == 'without_replacement':
+    eps = min(eps, compose(round_event(noise_multiplier, population, population, sampling)))
+  return eps
