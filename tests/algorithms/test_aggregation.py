@@ -14,7 +14,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import helpers
-from tff_meta.algorithms import aggregation, fedavg, fedec, fedmeta, process
+from tff_meta.algorithms import ALGORITHMS, Hparams, aggregation, fedavg, fedec, fedmeta, process
 
 SGD = tff.learning.optimizers.build_sgdm(learning_rate=1.0)
 
@@ -188,8 +188,21 @@ def test_unweighted_aggregator_needs_uniform_weighting(setup):
 
 
 def test_local_only_refuses_an_aggregator(setup):
-  from tff_meta.algorithms import ALGORITHMS, Hparams  # pylint: disable=g-import-not-at-top
   _, model = setup
   factory = aggregation.dp_factory(noise_multiplier=1.0, clients_per_round=3, clip=1.0)
   with pytest.raises(aggregation.NotApplicableError, match='sends no update'):
     ALGORITHMS.get('local_only')(model, Hparams(), model_aggregator=factory)
+
+
+@pytest.mark.parametrize('name', [n for n in sorted(ALGORITHMS.names()) if n != 'local_only'])
+def test_every_algorithm_takes_a_dp_aggregator(setup, name):
+  """Every registered builder threads model_aggregator to its round: the
+  server state holds the aggregator's."""
+  _, model = setup
+  hp = Hparams(weighting='uniform', population=20, sampled_clients=3, server_optimizer='sgd',
+               client_optimizer='sgd', new_client_candidates=2)
+  factory = aggregation.dp_factory(noise_multiplier=1.0, clients_per_round=3, clip=1.0)
+  alg = ALGORITHMS.get(name)(model, hp, model_aggregator=factory)
+  assert alg.process.model_aggregator is factory
+  state_type = alg.process.initialize.type_signature.result.member
+  assert 'aggregator' in [n for n, _ in tff.structure.iter_elements(state_type)]
