@@ -77,3 +77,9 @@ def test_pld_refuses_sampling_without_replacement():
   with pytest.raises(ValueError, match='rdp'):
     accounting.epsilon(1.0, population=10, clients_per_round=2, rounds=3, delta=1e-5,
                        accountant='pld')
+
+
+def test_noise_multiplier_for_a_target_epsilon():
+  kw = dict(population=80, clients_per_round=5, rounds=50, delta=accounting.default_delta(80))
+  z = accounting.noise_multiplier_for(4.0, tolerance=0.01, **kw)
+  assert accounting.epsilon(z, **kw) <= 4.0 < accounting.epsilon(0.98 * z, **kw)

@@ -96,3 +96,21 @@ def epsilon(noise_multiplier: float, *, population: int, clients_per_round: int,
   if sampling == 'without_replacement':
     curve = np.minimum(curve, _round_rdp(noise_multiplier, population, population, sampling))
   return float(rdp.rdp_privacy_accountant.compute_epsilon(ORDERS, rounds * curve, delta)[0])
+
+
+def noise_multiplier_for(target_epsilon: float, *, population: int, clients_per_round: int,
+                         rounds: int, delta: float, tolerance: float = 0.01) -> float:
+  """The smallest z (to `tolerance` relative) whose `epsilon` after `rounds` rounds is at
+  most `target_epsilon`: bisection on z, as epsilon falls as z grows (for choosing
+  dp_noise_multiplier for an epsilon target, e.g. accuracy-against-epsilon curves)."""
+  if not target_epsilon > 0:
+    raise ValueError(f'target_epsilon must be > 0, got {target_epsilon}.')
+  eps = lambda z: epsilon(z, population=population, clients_per_round=clients_per_round,
+                          rounds=rounds, delta=delta)
+  low, high = 0.0, 1.0
+  while eps(high) > target_epsilon:
+    low, high = high, 2.0 * high
+  while high - low > tolerance * high:
+    mid = 0.5 * (low + high)
+    low, high = (mid, high) if eps(mid) > target_epsilon else (low, mid)
+  return high
