@@ -106,21 +106,23 @@ def validate(alpha: float, local_epochs: int, batch_size: int) -> None:
 
 
 def build_apfl_process(model, *, alpha: float, client_optimizer, server_optimizer,
-                       local_epochs: int, batch_size: int, weighting: str = 'uniform'):
+                       local_epochs: int, batch_size: int, weighting: str = 'uniform',
+                       model_aggregator=None):
   """The APFL `IterativeProcess` (stateful; see module docstring)."""
   validate(alpha, local_epochs, batch_size)
   return personal_state.build_process(
       model, personal={'personal': list(model.initial_trainable), 'alpha': np.float32(alpha)},
       client_fn=functools.partial(_client_fn, model, client_optimizer, local_epochs, batch_size),
-      server_optimizer=server_optimizer, weighting=weighting)
+      server_optimizer=server_optimizer, weighting=weighting, model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams):
+def _build(model, hp: base.Hparams, model_aggregator=None):
   optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
   proc = build_apfl_process(
       model, alpha=hp.apfl_alpha, client_optimizer=optimizer,
       server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform')
+      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
+      model_aggregator=model_aggregator)
 
   def new(params, support_x, support_y):
     w = params['weights']

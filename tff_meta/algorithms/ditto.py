@@ -61,23 +61,24 @@ def validate(lam: float, local_epochs: int, personal_epochs: int, batch_size: in
 
 def build_ditto_process(model, *, lam: float, client_optimizer, server_optimizer,
                         local_epochs: int, personal_epochs: int, batch_size: int,
-                        weighting: str = 'num_examples'):
+                        weighting: str = 'num_examples', model_aggregator=None):
   """The Ditto `IterativeProcess` (stateful; see module docstring)."""
   validate(lam, local_epochs, personal_epochs, batch_size)
   return personal_state.build_process(
       model, personal={'personal': list(model.initial_trainable)},
       client_fn=functools.partial(_client_fn, model, client_optimizer, local_epochs,
                                   personal_epochs, batch_size, lam),
-      server_optimizer=server_optimizer, weighting=weighting)
+      server_optimizer=server_optimizer, weighting=weighting, model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams):
+def _build(model, hp: base.Hparams, model_aggregator=None):
   optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
   proc = build_ditto_process(
       model, lam=hp.ditto_lambda, client_optimizer=optimizer,
       server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
       local_epochs=hp.local_epochs, personal_epochs=hp.personal_epochs,
-      batch_size=hp.batch_size, weighting=hp.weighting or 'num_examples')
+      batch_size=hp.batch_size, weighting=hp.weighting or 'num_examples',
+      model_aggregator=model_aggregator)
 
   def new(params, support_x, support_y):
     return personal_update(model, optimizer, hp.personal_epochs, hp.batch_size, hp.ditto_lambda,

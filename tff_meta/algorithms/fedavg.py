@@ -39,7 +39,7 @@ def _client_fn(model, optimizer, epochs, batch_size, params, data):
 
 
 def build_fedavg_process(model, *, client_optimizer, server_optimizer, local_epochs: int,
-                         batch_size: int, weighting: str = 'num_examples'):
+                         batch_size: int, weighting: str = 'num_examples', model_aggregator=None):
   """The FedAvg `IterativeProcess` (see module docstring)."""
   if local_epochs < 1 or batch_size < 1:
     raise ValueError(f'local_epochs and batch_size must be >= 1, got {local_epochs}, {batch_size}.')
@@ -47,16 +47,19 @@ def build_fedavg_process(model, *, client_optimizer, server_optimizer, local_epo
   return process.build_federated_process(
       initial_params=collections.OrderedDict(weights=model.initial_trainable),
       client_fn=functools.partial(_client_fn, model, client_optimizer, local_epochs, batch_size),
-      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting)
+      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting,
+      model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, *, fine_tune: bool, name: str, display_name: str):
+def _build(model, hp: base.Hparams, *, fine_tune: bool, name: str, display_name: str,
+           model_aggregator=None):
   client_optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
   proc = build_fedavg_process(
       model, client_optimizer=client_optimizer,
       server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
       local_epochs=hp.local_epochs, batch_size=hp.batch_size,
-      weighting=hp.weighting or 'num_examples')
+      weighting=hp.weighting or 'num_examples',
+      model_aggregator=model_aggregator)
   if fine_tune:
     def adapter(params, support_x, support_y):
       weights, _ = local_training.train_minibatches(

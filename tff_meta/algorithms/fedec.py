@@ -84,7 +84,7 @@ def _validate(hp: base.Hparams):
 
 def build_fedec_process(model, *, constraint: str, alpha: float, client_optimizer,
                         server_optimizer, local_epochs: int, batch_size: int,
-                        weighting: str = 'uniform'):
+                        weighting: str = 'uniform', model_aggregator=None):
   """The FedEC `IterativeProcess` (stateful; see module docstring)."""
   if constraint not in CONSTRAINTS:
     raise ValueError(f'Unknown FedEC constraint {constraint!r}; use one of {CONSTRAINTS}.')
@@ -94,16 +94,19 @@ def build_fedec_process(model, *, constraint: str, alpha: float, client_optimize
       initial_client_state=stateful.with_visits({'hat': list(model.initial_trainable)}),
       client_fn=functools.partial(_client_fn, model, client_optimizer, local_epochs, batch_size,
                                   constraint, alpha),
-      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting)
+      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting,
+      model_aggregator=model_aggregator)
 
 
-def _build_fedec(model, hp: base.Hparams, *, constraint: str, name: str, display_name: str):
+def _build_fedec(model, hp: base.Hparams, *, constraint: str, name: str, display_name: str,
+                 model_aggregator=None):
   _validate(hp)
   optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
   proc = build_fedec_process(
       model, constraint=constraint, alpha=hp.constraint_weight, client_optimizer=optimizer,
       server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
-      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform')
+      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
+      model_aggregator=model_aggregator)
 
   def personalize(params, candidates, client_state, support_x, support_y):
     del candidates
@@ -117,13 +120,14 @@ def _build_fedec(model, hp: base.Hparams, *, constraint: str, name: str, display
                         train_data='full', client_flops=flops.client_flops_fn('fedavg', model, hp))
 
 
-def _build_reptile(model, hp: base.Hparams):
+def _build_reptile(model, hp: base.Hparams, model_aggregator=None):
   _validate(hp)
   optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
   proc = fedavg.build_fedavg_process(
       model, client_optimizer=optimizer,
       server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
-      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform')
+      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
+      model_aggregator=model_aggregator)
 
   def adapter(params, support_x, support_y):   # U_i^tau(phi), unconstrained
     weights, _ = local_training.train_minibatches(

@@ -66,11 +66,12 @@ def _client_fn(model, inner_lr, inner_steps, first_order, loss, params, data):
 
 def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: int,
                           server_optimizer, weighting: str = 'uniform',
-                          loss: losses.Loss = losses.CROSS_ENTROPY):
+                          loss: losses.Loss = losses.CROSS_ENTROPY, model_aggregator=None):
   """The FedMeta `IterativeProcess` for `variant` in ('maml', 'fomaml', 'metasgd').
 
   `loss` (a `losses.Loss`) sets the training loss, the round metrics and the
   label dtype of the episodes (int32 classes, or float32 ratings).
+  `model_aggregator` aggregates the meta-gradients (`aggregation`; None = the mean).
   """
   if variant not in VARIANTS:
     raise ValueError(f'Unknown FedMeta variant {variant!r}; use one of {VARIANTS}.')
@@ -84,14 +85,16 @@ def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: 
       client_fn=functools.partial(_client_fn, model, inner_lr, inner_steps, variant == 'fomaml',
                                   loss),
       client_data_spec=personalized.episode_spec(model, loss.y_dtype),
-      server_optimizer=server_optimizer, weighting=weighting)
+      server_optimizer=server_optimizer, weighting=weighting, model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str):
+def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str,
+           model_aggregator=None):
   proc = build_fedmeta_process(
       model, variant=variant, inner_lr=hp.inner_lr, inner_steps=hp.inner_steps,
       server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
-      weighting=hp.weighting or 'uniform')
+      weighting=hp.weighting or 'uniform',
+      model_aggregator=model_aggregator)
   steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.inner_steps
 
   def adapter(params, support_x, support_y):

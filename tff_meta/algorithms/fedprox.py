@@ -57,7 +57,8 @@ def _client_fn(model, optimizer, mu, epochs, batch_size, params, data):
 
 
 def build_fedprox_process(model, *, mu: float, client_optimizer, server_optimizer,
-                          local_epochs: int, batch_size: int, weighting: str = 'num_examples'):
+                          local_epochs: int, batch_size: int, weighting: str = 'num_examples',
+                          model_aggregator=None):
   """The FedProx `IterativeProcess` (see module docstring)."""
   if not mu >= 0:
     raise ValueError(f'FedProx needs prox_mu >= 0 (mu of Li et al. Eq. 2; 0 = FedAvg), got {mu}.')
@@ -68,16 +69,18 @@ def build_fedprox_process(model, *, mu: float, client_optimizer, server_optimize
       initial_params=collections.OrderedDict(weights=model.initial_trainable),
       client_fn=functools.partial(_client_fn, model, client_optimizer, mu, local_epochs,
                                   batch_size),
-      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting)
+      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting,
+      model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams):
+def _build(model, hp: base.Hparams, model_aggregator=None):
   proc = build_fedprox_process(
       model, mu=hp.prox_mu,
       client_optimizer=base.build_optimizer(hp.client_optimizer, hp.client_lr),
       server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
       local_epochs=hp.local_epochs, batch_size=hp.batch_size,
-      weighting=hp.weighting or 'num_examples')
+      weighting=hp.weighting or 'num_examples',
+      model_aggregator=model_aggregator)
   evaluate = personalized.build_personalized_evaluation(
       model, proc.params_type, personalized.no_adaptation)
   return base.Algorithm(name='fedprox', display_name='FedProx', process=proc,

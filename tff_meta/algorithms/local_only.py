@@ -29,7 +29,7 @@ import functools
 
 import tensorflow as tf
 
-from tff_meta.algorithms import base, personal_state, stateful
+from tff_meta.algorithms import aggregation, base, personal_state, stateful
 from tff_meta.evaluation import flops
 from tff_meta.learning import local_training
 
@@ -53,7 +53,12 @@ def build_local_only_process(model, *, client_optimizer, local_epochs: int, batc
       server_optimizer=base.build_optimizer('sgd', 1.0), weighting='num_examples')
 
 
-def _build(model, hp: base.Hparams):
+def _build(model, hp: base.Hparams, model_aggregator=None):
+  if model_aggregator is not None:
+    raise aggregation.NotApplicableError(
+        'Local-only training sends no update (each client\'s model never leaves it), so there '
+        'is nothing for differential privacy or secure aggregation to protect; run it without '
+        'dp_clip, dp_noise_multiplier and secure_aggregation.')
   optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
   proc = build_local_only_process(model, client_optimizer=optimizer,
                                   local_epochs=hp.local_epochs, batch_size=hp.batch_size)

@@ -97,7 +97,8 @@ def _client_fn(model, variant, alpha, beta, delta, local_steps, batch_size, para
 
 def build_per_fedavg_process(model, *, variant: str, alpha: float, beta: float,
                              local_steps: int, batch_size: int, server_optimizer,
-                             delta: float = 0.001, weighting: str = 'uniform'):
+                             delta: float = 0.001, weighting: str = 'uniform',
+                             model_aggregator=None):
   """The Per-FedAvg `IterativeProcess` for `variant` in ('fo', 'hf')."""
   if variant not in VARIANTS:
     raise ValueError(f'Unknown Per-FedAvg variant {variant!r}; use one of {VARIANTS}.')
@@ -117,7 +118,8 @@ def build_per_fedavg_process(model, *, variant: str, alpha: float, beta: float,
       initial_params=collections.OrderedDict(weights=model.initial_trainable),
       client_fn=functools.partial(_client_fn, model, variant, alpha, beta, delta, local_steps,
                                   batch_size),
-      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting)
+      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting,
+      model_aggregator=model_aggregator)
 
 
 def sgd_adapter(model, alpha: float, steps: int):
@@ -130,12 +132,14 @@ def sgd_adapter(model, alpha: float, steps: int):
   return adapter
 
 
-def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str):
+def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str,
+           model_aggregator=None):
   proc = build_per_fedavg_process(
       model, variant=variant, alpha=hp.inner_lr, beta=hp.per_fedavg_beta,
       local_steps=hp.local_steps, batch_size=hp.batch_size, delta=hp.hf_delta,
       server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      weighting=hp.weighting or 'uniform')
+      weighting=hp.weighting or 'uniform',
+      model_aggregator=model_aggregator)
   steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else 1
   evaluate = personalized.build_personalized_evaluation(
       model, proc.params_type, sgd_adapter(model, hp.inner_lr, steps))

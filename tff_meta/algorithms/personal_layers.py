@@ -125,7 +125,8 @@ def _initial_state(split, model):
   return stateful.with_visits({'personal': split.take_personal(model.initial_trainable)})
 
 
-def _build(model, hp: base.Hparams, *, kind: str, name: str, display_name: str, variant: str = ''):
+def _build(model, hp: base.Hparams, *, kind: str, name: str, display_name: str, variant: str = '',
+           model_aggregator=None):
   if hp.local_epochs < 1 or hp.batch_size < 1:
     raise ValueError(f'{display_name} needs local_epochs and batch_size >= 1, got '
                      f'{hp.local_epochs}, {hp.batch_size}.')
@@ -160,7 +161,7 @@ def _build(model, hp: base.Hparams, *, kind: str, name: str, display_name: str, 
   proc = stateful.build_stateful_process(
       initial_params=params, initial_client_state=_initial_state(split, model),
       client_fn=client_fn, client_data_spec=data_spec, server_optimizer=server_optimizer,
-      weighting=weighting)
+      weighting=weighting, model_aggregator=model_aggregator)
 
   def personalize(params, candidates, client_state, support_x, support_y):
     shared = params['weights']

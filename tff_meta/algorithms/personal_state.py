@@ -41,7 +41,7 @@ def check_local_training(name: str, **counts: int) -> None:
 
 
 def build_process(model, *, personal: Mapping, client_fn: Callable, server_optimizer,
-                  weighting: str, extra_params: Optional[Mapping] = None):
+                  weighting: str, extra_params: Optional[Mapping] = None, model_aggregator=None):
   """`stateful.build_stateful_process` with params <weights=W, **extra_params>, data <x, y>.
 
   `personal` is a new client's state without `visits`.
@@ -52,7 +52,7 @@ def build_process(model, *, personal: Mapping, client_fn: Callable, server_optim
   return stateful.build_stateful_process(
       initial_params=params, initial_client_state=stateful.with_visits(personal),
       client_fn=client_fn, client_data_spec=data_spec, server_optimizer=server_optimizer,
-      weighting=weighting)
+      weighting=weighting, model_aggregator=model_aggregator)
 
 
 def build_algorithm(model, proc, *, name: str, display_name: str, known: Callable,

@@ -84,7 +84,7 @@ def _client_fn(model, lam, personal_lr, inner_steps, eta, local_steps, batch_siz
 
 def build_pfedme_process(model, *, lam: float, personal_lr: float, inner_steps: int, eta: float,
                          local_steps: int, batch_size: int, server_optimizer,
-                         weighting: str = 'uniform'):
+                         weighting: str = 'uniform', model_aggregator=None):
   """The pFedMe `IterativeProcess` (see module docstring)."""
   if not lam > 0:
     raise ValueError(f'pFedMe needs pfedme_lambda > 0 (lambda of Eq. 2), got {lam}.')
@@ -102,7 +102,8 @@ def build_pfedme_process(model, *, lam: float, personal_lr: float, inner_steps: 
       initial_params=collections.OrderedDict(weights=model.initial_trainable),
       client_fn=functools.partial(_client_fn, model, lam, personal_lr, inner_steps, eta,
                                   local_steps, batch_size),
-      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting)
+      client_data_spec=data_spec, server_optimizer=server_optimizer, weighting=weighting,
+      model_aggregator=model_aggregator)
 
 
 def moreau_adapter(model, lam: float, lr: float, steps: int):
@@ -115,13 +116,14 @@ def moreau_adapter(model, lam: float, lr: float, steps: int):
   return adapter
 
 
-def _build(model, hp: base.Hparams):
+def _build(model, hp: base.Hparams, model_aggregator=None):
   proc = build_pfedme_process(
       model, lam=hp.pfedme_lambda, personal_lr=hp.pfedme_personal_lr,
       inner_steps=hp.pfedme_inner_steps, eta=hp.pfedme_eta, local_steps=hp.local_steps,
       batch_size=hp.batch_size,
       server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      weighting=hp.weighting or 'uniform')
+      weighting=hp.weighting or 'uniform',
+      model_aggregator=model_aggregator)
   steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.pfedme_inner_steps
   evaluate = personalized.build_personalized_evaluation(
       model, proc.params_type,

@@ -95,7 +95,7 @@ def validate(population: int, sampled_clients: int, server_optimizer: str = 'sgd
 
 def build_scaffold_process(model, *, client_lr: float, server_lr: float, local_epochs: int,
                            batch_size: int, population: int, sampled_clients: int,
-                           weighting: str = 'uniform'):
+                           weighting: str = 'uniform', model_aggregator=None):
   """The SCAFFOLD `IterativeProcess` (stateful; see module docstring)."""
   validate(population, sampled_clients)
   personal_state.check_local_training('SCAFFOLD', local_epochs=local_epochs,
@@ -110,10 +110,11 @@ def build_scaffold_process(model, *, client_lr: float, server_lr: float, local_e
       model, personal={'control': zeros}, extra_params={'control': zeros},
       client_fn=functools.partial(_client_fn, model, client_lr, local_epochs, batch_size,
                                   control_factor),
-      server_optimizer=base.build_optimizer('sgd', server_lr), weighting=weighting)
+      server_optimizer=base.build_optimizer('sgd', server_lr), weighting=weighting,
+      model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams):
+def _build(model, hp: base.Hparams, model_aggregator=None):
   validate(hp.population, hp.sampled_clients, hp.fedavg_server_optimizer)
   if hp.client_optimizer != 'sgd':
     raise ValueError(f'SCAFFOLD\'s local step (Alg. 1, l. 10) and option-II control update are '
@@ -122,7 +123,8 @@ def _build(model, hp: base.Hparams):
   proc = build_scaffold_process(
       model, client_lr=hp.client_lr, server_lr=hp.fedavg_server_lr,
       local_epochs=hp.local_epochs, batch_size=hp.batch_size, population=hp.population,
-      sampled_clients=hp.sampled_clients, weighting=hp.weighting or 'uniform')
+      sampled_clients=hp.sampled_clients, weighting=hp.weighting or 'uniform',
+      model_aggregator=model_aggregator)
 
   def personalize(params, candidates, client_state, support_x, support_y):
     del candidates, client_state, support_x, support_y

@@ -61,10 +61,11 @@ def with_visits(personal: Mapping) -> collections.OrderedDict:
   return state
 
 
-def client_update_fn(client_fn: Callable, weighting: str, params, client_state, data):
+def client_update_fn(client_fn: Callable, weighting: str, params, client_state, data, *,
+                     premultiply: bool = True):
   """Pure TF: one client's contribution and its next state."""
   update, num_examples, metrics, new_state = client_fn(params, client_state, data)
-  out = process.contribution(weighting, update, num_examples, metrics)
+  out = process.contribution(weighting, update, num_examples, metrics, premultiply=premultiply)
   accepted = out['num_rejected'] < 0.5
   new_state = collections.OrderedDict(new_state)
   new_state['visits'] = client_state['visits'] + 1.0
@@ -77,7 +78,7 @@ def client_update_fn(client_fn: Callable, weighting: str, params, client_state, 
 def build_stateful_process(
     *, initial_params: Mapping[str, list], initial_client_state: Mapping,
     client_fn: Callable, client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer,
-    weighting: str = 'uniform') -> tff.templates.IterativeProcess:
+    weighting: str = 'uniform', model_aggregator=None) -> tff.templates.IterativeProcess:
   """Builds the stateful round around `client_fn`.
 
   Args:
@@ -86,8 +87,9 @@ def build_stateful_process(
       client's state; numpy arrays or lists of them.
     client_fn: pure TF `(params, client_state, data) -> (update, num_examples,
       metrics, new_client_state)`; see `process.build_federated_process`.
-    client_data_spec, server_optimizer, weighting: as in
-      `process.build_federated_process`.
+    client_data_spec, server_optimizer, weighting, model_aggregator: as in
+      `process.build_federated_process` (the aggregator sees the update only:
+      the client state never leaves the client).
   """
   process.check_weighting(weighting)
   if 'visits' not in initial_client_state:
@@ -95,9 +97,11 @@ def build_stateful_process(
   initial_client_state = _as_float32(collections.OrderedDict(initial_client_state))
   proc = process.build_round(
       initial_params=initial_params, client_fn=client_fn,
-      client_work=functools.partial(client_update_fn, client_fn, weighting),
+      client_work=functools.partial(client_update_fn, client_fn, weighting,
+                                    premultiply=model_aggregator is None),
       client_data_spec=client_data_spec, server_optimizer=server_optimizer, weighting=weighting,
-      client_state_type=tff.types.tensorflow_to_type(_spec(initial_client_state)))
+      client_state_type=tff.types.tensorflow_to_type(_spec(initial_client_state)),
+      model_aggregator=model_aggregator)
   proc.initial_client_state = initial_client_state
   return proc
 

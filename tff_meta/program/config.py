@@ -17,6 +17,7 @@ from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams
 from tff_meta.data import DATASETS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.models import MODELS
+from tff_meta.program import privacy
 
 
 class ConfigError(ValueError):
@@ -43,6 +44,12 @@ class ExperimentConfig:
   checkpoint_every: int = 10
   rounds_per_call: int = 1
   resident_state: bool = True
+  # Differential privacy and secure aggregation of the update (tff_meta/program/privacy.py).
+  dp_noise_multiplier: float = 0.0
+  dp_clip: str = ''
+  dp_clip_quantile: float = 0.5
+  dp_delta: float = 0.0
+  secure_aggregation: bool = False
   output_dir: str = ''
   data: Dict[str, Any] = dataclasses.field(default_factory=dict)
   model_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -95,6 +102,10 @@ class ExperimentConfig:
         raise ConfigError(f'hparams.{key} must be >= 1, got {getattr(self.hparams, key)}.')
     if not self.hparams.prox_mu >= 0:
       raise ConfigError(f'hparams.prox_mu (FedProx mu) must be >= 0, got {self.hparams.prox_mu}.')
+    try:
+      privacy.validate(self)
+    except privacy.PrivacyConfigError as e:
+      raise ConfigError(str(e)) from None
     return self
 
 
@@ -117,6 +128,11 @@ HELP = {
     'checkpoint_every': 'Save the server state every N rounds (and at the end).',
     'rounds_per_call': 'Rounds run per TFF call (issue #8: the server state crosses to the worker once per call; same results as 1). Calls end on evaluation and checkpoint rounds. Needs a stateless algorithm on one worker.',
     'resident_state': 'Keep the server state on the TFF worker between rounds and fetch it only on evaluation and checkpoint rounds (default; same results as false). On a pool the state stays on worker 0. Falls back, with a note, with rounds_per_call > 1 and for algorithms with client state on a pool.',
+    'dp_noise_multiplier': 'Differential privacy: noise multiplier z; the sum of clipped updates gets N(0, (z * clip)^2) noise (0 = no noise, epsilon = inf). Needs dp_clip. See docs/PRIVACY.md.',
+    'dp_clip': 'Differential privacy: L2 clip norm of each client\'s update (meta-gradient, model delta), or "adaptive" (tracks dp_clip_quantile of the norms); empty = no DP. DP makes the mean uniform over the round\'s clients.',
+    'dp_clip_quantile': 'Differential privacy with dp_clip = adaptive: the target quantile of update norms left unclipped, in (0, 1).',
+    'dp_delta': 'Differential privacy: delta of the reported epsilon; 0 = 1/N^1.1 with N the number of training clients.',
+    'secure_aggregation': 'Sum the clients\' updates with TFF\'s secure sum (SecureSumFactory, 32-bit quantization; simulated on this executor). Composes with DP.',
     'output_dir': 'Output folder (metrics, checkpoints, results); default runs/<name>.',
     'inner_lr': 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
     'inner_steps': 'Inner SGD steps on the support set during meta-training.',

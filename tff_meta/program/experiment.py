@@ -11,10 +11,11 @@ from typing import Optional
 
 from absl import logging
 
-from tff_meta.algorithms import ALGORITHMS, Algorithm
+from tff_meta.algorithms import ALGORITHMS, Algorithm, aggregation
 from tff_meta.data import FederatedDataset, load_dataset, protocol
 from tff_meta.models import ModelSpec, build_model_spec
 from tff_meta.program import config as config_lib
+from tff_meta.program import privacy
 from tff_meta.program import training_loop
 from tff_meta.runtime.pool import WorkerPool
 
@@ -53,7 +54,24 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
   if hparams.population and not hparams.sampled_clients:   # SCAFFOLD's |S|
     hparams = dataclasses.replace(
         hparams, sampled_clients=min(cfg.clients_per_round, hparams.population))
-  return ALGORITHMS.get(cfg.algorithm)(model, hparams)
+  if not privacy.enabled(cfg):
+    return ALGORITHMS.get(cfg.algorithm)(model, hparams)
+  # Issue #18: DP / secure aggregation of the update (tff_meta/program/privacy.py).
+  if privacy.dp_enabled(cfg) and not hparams.weighting:
+    training_loop.note('differential privacy: each round\'s updates are averaged uniformly '
+                       '(weighting = "uniform"; an example-weighted mean is not DP).')
+    hparams = dataclasses.replace(hparams, weighting='uniform')
+  clients = min(cfg.clients_per_round, len(data.train)) if data is not None else \
+      cfg.clients_per_round
+  try:
+    alg = ALGORITHMS.get(cfg.algorithm)(
+        model, hparams, model_aggregator=privacy.model_aggregator(cfg, clients))
+  except (aggregation.NotApplicableError, privacy.PrivacyConfigError) as e:
+    raise config_lib.ConfigError(str(e)) from None
+  if alg.stateful:
+    training_loop.note(f'{alg.display_name}: DP / secure aggregation cover the update it sends; '
+                       'its per-client state never leaves the client.')
+  return alg
 
 
 def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
@@ -68,7 +86,8 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
   with open(os.path.join(out, 'config.toml'), 'w') as f:
     f.write(config_lib.to_toml(cfg))
   return training_loop.run(
-      alg, data, rounds=cfg.rounds, clients_per_round=cfg.clients_per_round, seed=cfg.seed,
+      alg, data, privacy=privacy.budget(cfg, len(data.train)), rounds=cfg.rounds,
+      clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
       final_eval_rounds=cfg.final_eval_rounds, rounds_per_call=cfg.rounds_per_call,
       resident_state=cfg.resident_state, resample_support=cfg.resample_support,

@@ -27,6 +27,7 @@ COLUMNS = (
     ('rounds', 'Rounds', '{:d}'),
     ('mb_sent', 'MB sent (up+down)', '{:.2f}'),
     ('train_seconds', 'Train s', '{:.1f}'),
+    ('epsilon', 'ε (DP)', '{:.2f}'),   # only for DP runs (issue #18)
 )
 
 

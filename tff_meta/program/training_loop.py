@@ -11,7 +11,10 @@
   restarts at the round after its last checkpoint, and the metric files drop
   rows past that round before continuing (no duplicates);
 - releases per-round training metrics to CSV and TensorBoard
-  (`GroupingReleaseManager`), and evaluation metrics to their own CSV;
+  (`GroupingReleaseManager`), and evaluation metrics to their own CSV and
+  TensorBoard run (tensorboard/eval); a differentially private run adds the
+  epsilon spent so far to every evaluation row, the progress bar and the
+  result (`privacy.Budget`, issue #18);
 - shows a progress bar with the round, loss and accuracy;
 - rejects non-finite client updates (the process keeps the state) and stops
   with a clear error if training diverges;
@@ -44,6 +47,7 @@ from tff_meta.evaluation import communication, personalized
 from tff_meta.program import client_data
 from tff_meta.program.config import ConfigError
 from tff_meta.program.client_states import ClientStateStore
+from tff_meta.program.privacy import Budget
 from tff_meta.runtime import pool_resident, resident
 from tff_meta.runtime.pool import WorkerPool
 
@@ -73,16 +77,22 @@ class RunResult:
   # Mean accuracy of the evaluations in the last `final_eval_rounds` rounds
   # (FedEC Table 2 averages the final 10); NaN = just the final one.
   final_rounds_accuracy: float = float('nan')
+  # Differential privacy (issue #18): epsilon at delta after all rounds; None without DP.
+  epsilon: Optional[float] = None
+  delta: Optional[float] = None
 
   def row(self) -> Dict[str, float]:
     accuracy = (self.final_rounds_accuracy if not np.isnan(self.final_rounds_accuracy)
                 else self.test.accuracy)
-    return collections.OrderedDict(
+    row = collections.OrderedDict(
         method=self.display_name, accuracy=100 * accuracy,
         client_mean=100 * self.test.client_mean, client_std=100 * self.test.client_std,
         test_clients=len(self.test.client_accuracies), query_examples=self.test.num_examples,
         rounds=self.rounds, mb_sent=(self.bytes_down + self.bytes_up) / 1e6,
         gflops=self.client_flops / 1e9, train_seconds=self.train_seconds)
+    if self.epsilon is not None:
+      row.update(epsilon=self.epsilon, delta=self.delta)
+    return row
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):
@@ -148,7 +158,18 @@ def round_path(alg: Algorithm, pool: WorkerPool, store, rounds_per_call: int,
   them); `must_stop(round_num)` says on which rounds the caller needs the
   state. The benchmarks call this too, so that their `default` mode times
   the path a run takes.
+  A process with a `model_aggregator` (DP, secure aggregation: its state
+  changes in ways the fused sum cannot relay) runs one round per call,
+  resident on one worker, through TFF's mergeable context on a pool.
   """
+  if getattr(alg.process, 'model_aggregator', None) is not None:
+    if rounds_per_call > 1 or (resident_state and len(pool.addresses) > 1):
+      note(f'{alg.display_name}: with DP or secure aggregation the round runs one per TFF call'
+           + (' with the server state resident on the worker' if len(pool.addresses) == 1
+              and resident_state else ' through TFF\'s plain execution context')
+           + ' (rounds_per_call and the pool\'s relayed sums need the plain mean).')
+    rounds_per_call = 1
+    resident_state = resident_state and len(pool.addresses) == 1
   if len(pool.addresses) > 1 and (rounds_per_call > 1 or store is not None):
     if rounds_per_call > 1:
       raise ConfigError(
@@ -194,7 +215,8 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
                rounds_per_call: int = 1, resident_state: bool = True,
-               resample_support: bool = False) -> RunResult:
+               resample_support: bool = False,
+               privacy: Optional[Budget] = None) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, 'checkpoints'), keep_total=3)
@@ -202,8 +224,10 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'metrics.csv'), key_fieldname='round'),
       tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard')),
   ])
-  eval_release = tff.program.CSVFileReleaseManager(
-      os.path.join(output_dir, 'eval.csv'), key_fieldname='round')
+  eval_release = tff.program.GroupingReleaseManager([
+      tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'eval.csv'), key_fieldname='round'),
+      tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard', 'eval')),
+  ])
   per_round = communication.round_bytes(alg.process, min(clients_per_round, len(data.train)))
   store = (ClientStateStore(os.path.join(output_dir, 'client_states'),
                             alg.process.initial_client_state) if alg.stateful else None)
@@ -234,6 +258,8 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
         summaries[split_name] = evaluate(alg, params, clients, pool, known=known, store=store,
                                          seed=seed * 1000003 + round_num)
         row.update(_eval_row(split_name, summaries[split_name]))
+    if privacy is not None:   # issue #18: the privacy spent by the rounds so far
+      row['epsilon'] = privacy.epsilon(round_num)
     return row, summaries[primary]
 
   with tff.framework.get_context_stack().install(pool.context):
@@ -319,8 +345,10 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
         if store is not None:
           store.prune(min(await state_manager.get_versions() or [round_num]))
       if bar is not None:
-        bar.set_postfix(loss=f'{loss:.3f}', acc=f'{accuracy:.3f}', test_acc=f'{last_eval:.3f}',
-                        refresh=False)
+        postfix = dict(loss=f'{loss:.3f}', acc=f'{accuracy:.3f}', test_acc=f'{last_eval:.3f}')
+        if privacy is not None:
+          postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
+        bar.set_postfix(refresh=False, **postfix)
         bar.update(1)
     if bar is not None:
       bar.close()
@@ -340,14 +368,17 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       bytes_up=per_round['bytes_up'] * rounds,
       train_seconds=train_seconds if done else 0.0, output_dir=output_dir,
       client_flops=read_total(os.path.join(output_dir, 'metrics.csv'), 'client_flops'),
-      final_rounds_accuracy=float(np.mean(last)) if final_eval_rounds > 1 and last else float('nan'))
+      final_rounds_accuracy=float(np.mean(last)) if final_eval_rounds > 1 and last else float('nan'),
+      epsilon=privacy.epsilon(rounds) if privacy is not None else None,
+      delta=privacy.delta if privacy is not None else None)
 
 
 def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int, seed: int,
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
         final_eval_rounds: int = 1, rounds_per_call: int = 1,
-        resident_state: bool = True, resample_support: bool = False) -> RunResult:
+        resident_state: bool = True, resample_support: bool = False,
+        privacy: Optional[Budget] = None) -> RunResult:
   """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
 
   `rounds_per_call` > 1 runs that many rounds per TFF call (`multi_round`);
@@ -355,12 +386,15 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
   (`runtime.resident`), fetched on evaluation and checkpoint rounds. Both give
   the results of single rounds. `resample_support` draws each training
   client's support/query split afresh every round (`protocol.resample_split`).
+  `privacy` (a DP run's `privacy.Budget`) adds epsilon to eval.csv, the
+  progress bar and the result.
   """
   kwargs = dict(rounds=rounds, clients_per_round=clients_per_round, seed=seed,
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress,
                 final_eval_rounds=final_eval_rounds, rounds_per_call=rounds_per_call,
-                resident_state=resident_state, resample_support=resample_support)
+                resident_state=resident_state, resample_support=resample_support,
+                privacy=privacy)
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:
