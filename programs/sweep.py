@@ -13,16 +13,14 @@ Finished runs are read back, so an interrupted sweep continues.
 import dataclasses
 import itertools
 import os
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment, logs  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
+from tff_meta.program import errors, files  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
 flags.DEFINE_string('algorithm', None, 'Algorithm to tune (default: the config\'s).')
@@ -59,16 +57,14 @@ def main(argv):
       run_cfg = config_lib.apply_overrides(cfg, combo).for_algorithm(
           algorithm, os.path.join(out, tag)).validate()
       configs.append((tag, run_cfg))
-  except (*USER_ERRORS, ValueError) as e:
+    files.require_folder(out)
+    data = experiment.prepare_data(configs[0][1])
+    model = experiment.build_model(configs[0][1], data)
+    pool = executor.make_pool(FLAGS, log_dir=out)
+  except ValueError as e:   # before training, e.g. a grid value out of range
     errors.fail(e)
   rows = []
-  data = experiment.prepare_data(configs[0][1])
-  model = experiment.build_model(configs[0][1], data)
-  try:
-    pool = executor.make_pool(FLAGS, log_dir=out)
-  except (*USER_ERRORS, ValueError) as e:
-    errors.fail(e)
-  with pool:
+  with pool:   # user errors from here on end in errors.run
     for tag, run_cfg in configs:
       result = experiment.run(run_cfg, data=data, model=model, pool=pool, show_progress=False)
       last = result.history[-1]
@@ -84,4 +80,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.evaluation import fairness
+from tff_meta.program import files
 
 COLUMNS = (
     ('method', 'Method', '{}'),
@@ -41,7 +42,8 @@ def format_table(rows: Sequence[Dict]) -> str:
 
 def write_csv(rows: Sequence[Dict], path: str) -> None:
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  pd.DataFrame(list(rows)).to_csv(path, index=False)
+  with files.atomic_open(path, 'w', newline='') as f:
+    pd.DataFrame(list(rows)).to_csv(f, index=False)
 
 
 def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str, title: str = '') -> None:
@@ -61,7 +63,7 @@ def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str, ti
   ax.legend()
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  fig.savefig(path, dpi=120)
+  files.save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -549,7 +551,7 @@ def _linestyles(groups: Sequence[Group]) -> Dict[str, str]:
 def _save(fig, plt, path: str) -> None:
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  fig.savefig(path, dpi=120)
+  files.save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -722,8 +724,7 @@ def build_report(roots: Sequence[str], output_dir: str,
     files.append(os.path.join(output_dir, 'cost.png'))
   elif os.path.exists(os.path.join(output_dir, 'cost.png')):
     os.remove(os.path.join(output_dir, 'cost.png'))   # a stale plot from an earlier report
-  with open(out('fairness.md'), 'w') as f:
-    f.write(_fairness_md(groups, frows))
+  files.write_text(out('fairness.md'), _fairness_md(groups, frows))
   write_csv(rows, out('report.csv'))
 
   no_flops = any(r.get('reached') and 'gflops_to_target' not in r for r in rows)
@@ -773,7 +774,6 @@ def build_report(roots: Sequence[str], output_dir: str,
     md += [f'- left out, unfinished (no {RESULTS_FILE}): {u}' for u in unfinished]
     md += [f'- {n}' for n in notes]
   text = '\n'.join(md) + '\n'
-  with open(out('report.md'), 'w') as f:
-    f.write(text)
+  files.write_text(out('report.md'), text)
   return dict(files=files, rows=rows, groups=groups, unfinished=unfinished, notes=notes,
               markdown=text)
