@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.evaluation import fairness
-from tff_meta.program import files
+from tff_meta.program.files import atomic_open, save_figure, write_text
 
 COLUMNS = (
     ('method', 'Method', '{}'),
@@ -42,7 +42,7 @@ def format_table(rows: Sequence[Dict]) -> str:
 
 def write_csv(rows: Sequence[Dict], path: str) -> None:
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  with files.atomic_open(path, 'w', newline='') as f:
+  with atomic_open(path, 'w', newline='') as f:
     pd.DataFrame(list(rows)).to_csv(f, index=False)
 
 
@@ -63,7 +63,7 @@ def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str, ti
   ax.legend()
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  files.save_figure(fig, path, dpi=120)
+  save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -551,7 +551,7 @@ def _linestyles(groups: Sequence[Group]) -> Dict[str, str]:
 def _save(fig, plt, path: str) -> None:
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  files.save_figure(fig, path, dpi=120)
+  save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -724,7 +724,7 @@ def build_report(roots: Sequence[str], output_dir: str,
     files.append(os.path.join(output_dir, 'cost.png'))
   elif os.path.exists(os.path.join(output_dir, 'cost.png')):
     os.remove(os.path.join(output_dir, 'cost.png'))   # a stale plot from an earlier report
-  files.write_text(out('fairness.md'), _fairness_md(groups, frows))
+  write_text(out('fairness.md'), _fairness_md(groups, frows))
   write_csv(rows, out('report.csv'))
 
   no_flops = any(r.get('reached') and 'gflops_to_target' not in r for r in rows)
@@ -774,6 +774,6 @@ def build_report(roots: Sequence[str], output_dir: str,
     md += [f'- left out, unfinished (no {RESULTS_FILE}): {u}' for u in unfinished]
     md += [f'- {n}' for n in notes]
   text = '\n'.join(md) + '\n'
-  files.write_text(out('report.md'), text)
+  write_text(out('report.md'), text)
   return dict(files=files, rows=rows, groups=groups, unfinished=unfinished, notes=notes,
               markdown=text)
