@@ -14,7 +14,6 @@ method) and writes comparison.csv, comparison.md and convergence.png to
 
 import dataclasses
 import os
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -25,8 +24,7 @@ from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import executor, experiment, report  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
+from tff_meta.program import errors, files  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 config_lib.define_flags(flags)
@@ -67,34 +65,26 @@ def main(argv):
     if FLAGS.seeds < 1:
       raise config_lib.ConfigError(f'--seeds must be >= 1, got {FLAGS.seeds}.')
     cfg = cfg.for_algorithm(methods[0], cfg.resolved_output_dir()).validate()
-  except (*USER_ERRORS, ValueError) as e:
+    out = cfg.resolved_output_dir()
+    files.require_folder(out)
+    pool = executor.make_pool(FLAGS, log_dir=out)
+  except ValueError as e:   # before training, e.g. support_fraction out of (0, 1)
     errors.fail(e)
-  out = cfg.resolved_output_dir()
   seeds = [cfg.seed + i for i in range(FLAGS.seeds)]
   per_method = {m: [] for m in methods}
-  try:
-    pool = executor.make_pool(FLAGS, log_dir=out)
-  except (*USER_ERRORS, ValueError) as e:
-    errors.fail(e)
-  with pool:
+  with pool:   # user errors from here on end in errors.run
     for seed in seeds:
       seed_cfg = dataclasses.replace(cfg, seed=seed)
-      try:
-        data = experiment.prepare_data(seed_cfg)
-        model = experiment.build_model(seed_cfg, data)
-      except (*USER_ERRORS, ValueError) as e:
-        errors.fail(e)
+      data = experiment.prepare_data(seed_cfg)
+      model = experiment.build_model(seed_cfg, data)
       print(f'seed {seed}: {data.summary()}')
       print(f'model {cfg.model}: {model.num_parameters:,} parameters; {cfg.rounds} rounds, '
             f'{cfg.clients_per_round} clients per round, support fraction {cfg.support_fraction}')
       for method in methods:
         run_dir = os.path.join(out, f'seed{seed}' if len(seeds) > 1 else '', method)
         run_cfg = seed_cfg.for_algorithm(method, os.path.normpath(run_dir))
-        try:
-          result = experiment.run(run_cfg, data=data, model=model, pool=pool,
-                                  show_progress=FLAGS.progress)
-        except USER_ERRORS as e:
-          errors.fail(e)
+        result = experiment.run(run_cfg, data=data, model=model, pool=pool,
+                                show_progress=FLAGS.progress)
         per_method[method].append(result)
   rows = [_mean_row([r.row() for r in results]) for results in per_method.values()]
   histories = {results[0].display_name: _mean_history([r.history for r in results])
@@ -102,8 +92,8 @@ def main(argv):
   table = report.format_table(rows)
   print(f'\nMean over seeds {seeds}; "±" is the std of accuracy across those runs.\n' + table)
   report.write_csv(rows, os.path.join(out, 'comparison.csv'))
-  with open(os.path.join(out, 'comparison.md'), 'w') as f:
-    f.write(f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n')
+  files.write_text(os.path.join(out, 'comparison.md'),
+                   f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n')
   report.plot_convergence(histories, os.path.join(out, 'convergence.png'),
                           title=f'{cfg.dataset}, {cfg.model}, support {cfg.support_fraction:.0%}'
                                 f', mean of {len(seeds)} seed(s)')
@@ -111,4 +101,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

@@ -20,7 +20,6 @@ table has per-user columns instead: users, ratings, items, ratings per user
 import dataclasses
 import json
 import os
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -29,7 +28,7 @@ from absl import app, flags  # noqa: E402
 from tff_meta.data import load_dataset  # noqa: E402
 from tff_meta.data import stats as stats_lib  # noqa: E402
 from tff_meta.data.types import DataError  # noqa: E402
-from tff_meta.registry import UnknownNameError  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
 
 flags.DEFINE_string('dataset', 'digits', 'A name in tff_meta.data.DATASETS.')
 flags.DEFINE_string('cache_dir', None, 'Folder of TFF sqlite files (emnist, shakespeare, '
@@ -73,8 +72,10 @@ def main(argv):
     if FLAGS.cache_dir is not None:
       options['cache_dir'] = FLAGS.cache_dir
     dataset = load_dataset(FLAGS.dataset, **options)
-  except (DataError, ValueError, UnknownNameError) as e:
-    sys.exit(f'error: {e}')
+  except ValueError as e:   # e.g. a loader option out of range; DataError is one too
+    errors.fail(e)
+  except TypeError as e:    # an option the loader does not take
+    errors.fail(DataError(f'--data_option: {e}; see docs/DATA.md for each dataset\'s options.'))
   result = stats_lib.compute_stats(dataset, FLAGS.min_samples)
   if FLAGS.format == 'json':
     print(json.dumps(dataclasses.asdict(result), indent=1))
@@ -88,4 +89,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

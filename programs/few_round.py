@@ -23,8 +23,7 @@ from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
 from tff_meta.fewround import experiment, tasks  # noqa: E402
 from tff_meta.program import executor, logs  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
+from tff_meta.program import errors, files  # noqa: E402
 
 config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -43,17 +42,17 @@ def main(argv):
     cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
     cfg.validate()
     out = cfg.resolved_output_dir()
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, 'config.toml'), 'w') as f:
-      f.write(experiment.to_toml(cfg))
+    files.require_folder(out)
     data = experiment.load_data(cfg)
-    with executor.make_pool(FLAGS, log_dir=out) as pool:
-      rows = experiment.run(cfg, data, pool, FLAGS.progress, out)
-  except (*USER_ERRORS, ValueError) as e:
+  except ValueError as e:   # before anything is written, e.g. a value out of range
     errors.fail(e)
+  os.makedirs(out, exist_ok=True)
+  files.write_text(os.path.join(out, 'config.toml'), experiment.to_toml(cfg))
+  with executor.make_pool(FLAGS, log_dir=out) as pool:   # user errors end in errors.run
+    rows = experiment.run(cfg, data, pool, FLAGS.progress, out)
   print(experiment.write(cfg, out, rows))
   print(f'\nOutputs in {out}')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

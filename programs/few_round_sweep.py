@@ -17,7 +17,6 @@ combination per method is marked. Other flags override the config as in
 
 import dataclasses
 import itertools
-import json
 import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -28,9 +27,8 @@ from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
 from tff_meta.fewround import experiment  # noqa: E402
 from tff_meta.fewround import tasks  # noqa: E402
-from tff_meta.program import errors, executor, logs  # noqa: E402
+from tff_meta.program import errors, executor, files, logs  # noqa: E402
 from tff_meta.program.config import ConfigError  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 
 config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -104,8 +102,9 @@ def main(argv):
       cfg = dataclasses.replace(cfg, output_dir=os.path.join(
           'runs', cfg.name + '_sweep'))
     settings = list(combinations(cfg, grid))
-    data = experiment.load_data(cfg)
     root = cfg.resolved_output_dir()
+    files.require_folder(root)
+    data = experiment.load_data(cfg)
     os.makedirs(root, exist_ok=True)
     results = []
     last = str(max(cfg.test_rounds))
@@ -117,15 +116,14 @@ def main(argv):
         results.append({'label': label, 'methods': {
             r['method']: r['accuracy'][last] for r in rows}})
         text = table(cfg, results)
-        with open(os.path.join(root, 'sweep.md'), 'w') as f:
-          f.write(text)
-        with open(os.path.join(root, 'sweep.json'), 'w') as f:
-          json.dump({'grid': grid, 'results': results}, f, indent=1)
-  except (*USER_ERRORS, ValueError) as e:
+        files.write_text(os.path.join(root, 'sweep.md'), text)
+        files.write_json(os.path.join(root, 'sweep.json'), {'grid': grid, 'results': results},
+                         indent=1)
+  except ValueError as e:   # e.g. a grid value out of range; user errors end in errors.run
     errors.fail(e)
   print(text)
   print(f'Outputs in {root}')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

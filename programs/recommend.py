@@ -28,7 +28,6 @@ from absl import app, flags  # noqa: E402
 
 from tff_meta.program import executor, logs  # noqa: E402
 from tff_meta.program import errors  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
 from tff_meta.recommendation import config as config_lib  # noqa: E402
 from tff_meta.recommendation import experiment  # noqa: E402
 
@@ -58,20 +57,17 @@ def main(argv):
   try:
     cfgs = load_configs(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
     pool = executor.make_pool(FLAGS, log_dir=cfgs[0].resolved_output_dir())
-  except (*USER_ERRORS, ValueError) as e:
+  except ValueError as e:   # before training, e.g. a value out of range
     errors.fail(e)
   results = []
-  try:
-    with pool:
-      for cfg in cfgs:
-        result = experiment.run(cfg, pool=pool, show_progress=FLAGS.progress)
-        print(f'{cfg.name}: {result.data_summary}', file=sys.stderr)
-        results.append(result)
-  except USER_ERRORS as e:
-    errors.fail(e)
+  with pool:   # user errors from here on end in errors.run
+    for cfg in cfgs:
+      result = experiment.run(cfg, pool=pool, show_progress=FLAGS.progress)
+      print(f'{cfg.name}: {result.data_summary}', file=sys.stderr)
+      results.append(result)
   print(experiment.format_results(results))
   print('\nOutputs in ' + ', '.join(r.config.resolved_output_dir() for r in results))
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

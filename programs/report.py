@@ -30,7 +30,7 @@ import sys
 
 from absl import app, flags
 
-from tff_meta.program import report
+from tff_meta.program import cli, report
 
 flags.DEFINE_list('runs', None, 'Comma-separated folders to search (recursively) for run folders.')
 flags.DEFINE_string('output_dir', None, 'Where to write report.md, the CSV and the plots.')
@@ -46,10 +46,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  try:
-    result = report.build_report(FLAGS.runs, FLAGS.output_dir, FLAGS.target_accuracy)
-  except report.ReportError as e:
-    sys.exit(f'error: {e}')
+  result = report.build_report(FLAGS.runs, FLAGS.output_dir, FLAGS.target_accuracy)
   for u in result['unfinished']:
     print(f'note: left out unfinished run folder (no results.json): {u}', file=sys.stderr)
   for n in result['notes']:
@@ -61,4 +58,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main, (report.ReportError,))

@@ -16,17 +16,15 @@ the table, so shortened runs are labelled as such.
 import glob
 import json
 import os
-import sys
-import tomllib
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import experiment, logs  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
 
 METHODS = (('fedavg', 'FedAvg'), ('fedavg_meta', 'FedAvg(Meta)'), ('maml', 'FedMeta(MAML)'),
            ('metasgd', 'FedMeta(Meta-SGD)'), ('fomaml', 'FedMeta(FOMAML)'))
@@ -46,8 +44,8 @@ FLAGS = flags.FLAGS
 
 
 def _paper(config_dir):
-  with open(os.path.join(config_dir, 'paper_table2.toml'), 'rb') as f:
-    return tomllib.load(f)
+  return config_lib.load_toml(os.path.join(config_dir, 'paper_table2.toml'),
+                              see='configs/fedmeta/paper_table2.toml in the repository')
 
 
 def _wall_hours(output_dir):
@@ -64,19 +62,24 @@ def main(argv):
   names = dict(METHODS)
   for method in FLAGS.methods:
     if method not in names:
-      sys.exit(f'error: unknown method {method!r} in --methods; known: {", ".join(names)}')
+      errors.fail(config_lib.ConfigError(
+          f'unknown method {method!r} in --methods; known: {", ".join(names)}'))
   try:
     seeds = [int(s) for s in FLAGS.seeds]
   except ValueError:
-    sys.exit(f'error: --seeds must be integers, got {",".join(FLAGS.seeds)}')
+    seeds = None
+  if not seeds or min(seeds) < 0:
+    errors.fail(config_lib.ConfigError(
+        f'--seeds must be integers >= 0, e.g. --seeds=0,1,2; got {",".join(FLAGS.seeds)!r}'))
   rows = []
   for dataset in FLAGS.datasets:
     for support in FLAGS.supports:
       for method in FLAGS.methods:
         path = os.path.join(FLAGS.config_dir, f'table2_{dataset}_p{support}_{method}.toml')
         if not os.path.exists(path):
-          sys.exit(f'error: no config {path}; known: '
-                   f'{sorted(glob.glob(os.path.join(FLAGS.config_dir, "table2_*.toml")))[:4]}...')
+          errors.fail(config_lib.ConfigError(
+              f'no config {path}; known: '
+              f'{sorted(glob.glob(os.path.join(FLAGS.config_dir, "table2_*.toml")))[:4]}...'))
         accs, stds, hours = [], [], []
         for seed in seeds:
           try:
@@ -86,10 +89,10 @@ def main(argv):
               out = os.path.join(FLAGS.output_root, cfg.name)
             if seed:
               out = f'{out}_seed{seed}'
-            cfg = cfg.for_algorithm(cfg.algorithm, out)
-            result = experiment.run(cfg.validate(), show_progress=FLAGS.progress)
-          except USER_ERRORS as e:
-            sys.exit(f'error in {path}: {e}')
+            cfg = cfg.for_algorithm(cfg.algorithm, out).validate()
+          except ValueError as e:   # e.g. an override out of range
+            errors.fail(e)
+          result = experiment.run(cfg, show_progress=FLAGS.progress)   # errors: errors.run
           accs.append(result.test.accuracy * 100)
           stds.append(result.test.client_std * 100)
           hours.append(_wall_hours(out))
@@ -108,4 +111,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

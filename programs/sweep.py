@@ -16,17 +16,15 @@ Finished runs are read back, so an interrupted sweep continues.
 import dataclasses
 import itertools
 import os
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 import numpy as np  # noqa: E402
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment, logs  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
+from tff_meta.program import errors, files  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
 flags.DEFINE_string('algorithm', None, 'Algorithm to tune (default: the config\'s).')
@@ -68,19 +66,20 @@ def main(argv):
         run_cfg = config_lib.apply_overrides(cfg, dict(combo, seed=seed)).for_algorithm(
             algorithm, folder).validate()
         configs.append((tag, seed, run_cfg))
-  except (*USER_ERRORS, ValueError) as e:
+    files.require_folder(out)
+    data = {}   # seed -> (data, model): the client split depends on the seed
+    first = configs[0][2]
+    data[first.seed] = experiment.prepare_data(first)
+    data[first.seed] = (data[first.seed], experiment.build_model(first, data[first.seed]))
+    pool = executor.make_pool(FLAGS, log_dir=out)
+  except ValueError as e:   # before training, e.g. a grid value out of range
     errors.fail(e)
   scores = {}   # tag -> [(validation %, test %) per seed]
-  try:
-    pool = executor.make_pool(FLAGS, log_dir=out)
-  except (*USER_ERRORS, ValueError) as e:
-    errors.fail(e)
-  with pool:
-    data = {}
+  with pool:   # user errors from here on end in errors.run
     for tag, seed, run_cfg in configs:
-      if seed not in data:   # the client split depends on the seed
-        data[seed] = experiment.prepare_data(run_cfg)
-        data[seed] = (data[seed], experiment.build_model(run_cfg, data[seed]))
+      if seed not in data:
+        split = experiment.prepare_data(run_cfg)
+        data[seed] = (split, experiment.build_model(run_cfg, split))
       result = experiment.run(run_cfg, data=data[seed][0], model=data[seed][1], pool=pool,
                               show_progress=False)
       last = result.history[-1]
@@ -99,4 +98,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

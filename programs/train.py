@@ -10,7 +10,6 @@ kill resumes from the last checkpoint.
 """
 
 import os
-import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -19,8 +18,7 @@ from absl import app, flags  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import executor, experiment, report  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
-from tff_meta.program.errors import USER_ERRORS  # noqa: E402
+from tff_meta.program import errors, files  # noqa: E402
 
 config_lib.define_flags(flags)
 flags.adopt_module_key_flags(config_lib)
@@ -35,20 +33,16 @@ def main(argv):
   logs.quiet()
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS)).validate()
-  except (*USER_ERRORS, ValueError) as e:   # ValueError: e.g. support_fraction out of (0, 1)
+    files.require_folder(cfg.resolved_output_dir())
+  except ValueError as e:   # before training, e.g. support_fraction out of (0, 1)
     errors.fail(e)
-  try:
-    pool = executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir())
-  except (*USER_ERRORS, ValueError) as e:
-    errors.fail(e)
-  try:
-    with pool:
-      result = experiment.run(cfg, pool=pool, show_progress=FLAGS.progress)
-  except USER_ERRORS as e:
-    errors.fail(e)
+  data = experiment.prepare_data(cfg)   # bad data or model options stop here, before any write
+  model = experiment.build_model(cfg, data)
+  with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir()) as pool:
+    result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress)
   print(report.format_table([result.row()]))
   print(f'\nOutputs in {result.output_dir}')
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)

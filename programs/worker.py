@@ -11,16 +11,17 @@ across the pool with TFF's mergeable-computation context.
 
 import os
 import signal
-import sys
 import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
+from tff_meta.program import cli  # noqa: E402
 from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
-flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.')
+flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.', lower_bound=1,
+                     upper_bound=65535)
 # --log_dir (the worker log's folder; default: the temp folder) is absl.logging's own flag.
 FLAGS = flags.FLAGS
 
@@ -33,13 +34,13 @@ def main(argv):
   try:
     worker = WorkerProcess(port=FLAGS.port, log_dir=FLAGS.log_dir or None)
   except RuntimeError as e:
-    sys.exit(f'error: {e}')
+    cli.fail(e)
   print(f'TFF worker serving on port {worker.port} (pid {worker.pid}); log {worker.log_path}',
         flush=True)
   try:
     while not stop:
       if worker.process.poll() is not None:
-        sys.exit(f'error: the worker exited with code {worker.process.returncode}; '
+        cli.fail(f'the worker exited with code {worker.process.returncode}; '
                  f'see {worker.log_path}.')
       time.sleep(0.2)
   finally:
@@ -48,4 +49,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

@@ -1,10 +1,12 @@
 """ClientStateStore: per-client state by id, bounded cache, exact restore to a checkpoint."""
 
 import collections
+import os
 
 import numpy as np
+import pytest
 
-from tff_meta.program.client_states import ClientStateStore
+from tff_meta.program.client_states import ClientStateError, ClientStateStore
 
 
 def _initial():
@@ -31,9 +33,44 @@ def test_states_are_kept_per_client(tmp_path):
 def test_small_cache_spills_to_disk_and_reads_back(tmp_path):
   store = ClientStateStore(str(tmp_path), _initial(), cache_mb=1e-9)   # room for one state
   store.put([f'c{i}' for i in range(5)], [_state(i) for i in range(5)], round_num=3)
-  on_disk = ClientStateStore(str(tmp_path), _initial())
-  assert on_disk.num_clients == 4   # c4 is still only in the cache
+  folders = [d for d in os.listdir(tmp_path) if os.path.isdir(tmp_path / d)]
+  assert len(folders) == 4   # c4 is still only in the cache
   assert [s['w'][0][0] for s in store.get([f'c{i}' for i in range(5)])] == [0, 1, 2, 3, 4]
+  store.flush(3)             # at a checkpoint: every state and the id index (atomically)
+  assert ClientStateStore(str(tmp_path), _initial()).num_clients == 5
+
+
+def test_restore_forgets_states_spilled_after_the_checkpoint_of_unindexed_clients(tmp_path):
+  store = ClientStateStore(str(tmp_path), _initial(), cache_mb=1e-9)
+  store.put(['a'], [_state(1)], round_num=1)
+  store.flush(1)                                  # checkpoint at round 1: index lists a
+  store.put(['b', 'c'], [_state(2), _state(3)], round_num=2)   # b spills to disk, unindexed
+  resumed = ClientStateStore(str(tmp_path), _initial())        # killed; resume at round 1
+  resumed.restore(1)
+  resumed.put(['b'], [_state(5)], round_num=1)   # hypothetically rewritten at an earlier round
+  a, b = resumed.get(['a', 'b'])
+  assert a['w'][0][0] == 1 and b['w'][0][0] == 5 and resumed.num_clients == 2
+
+
+@pytest.mark.parametrize('damage', [b'', b'PK\x03\x04 torn', b'garbage' * 20])
+def test_damaged_state_file_is_a_clear_error(tmp_path, damage):
+  store = ClientStateStore(str(tmp_path), _initial(), cache_mb=1e-9)
+  store.put(['a', 'b'], [_state(1), _state(2)], round_num=1)
+  store.flush(1)
+  path = os.path.join(store._client_dir('a'), '000000001.npz')  # pylint: disable=protected-access
+  with open(path, 'wb') as f:
+    f.write(damage)
+  with pytest.raises(ClientStateError, match='cannot be read'):
+    ClientStateStore(str(tmp_path), _initial()).get(['a'])
+
+
+def test_state_of_another_algorithm_is_a_clear_error(tmp_path):
+  store = ClientStateStore(str(tmp_path), _initial())
+  store.put(['a'], [_state(1)], 1)
+  store.flush(1)
+  other = collections.OrderedDict(w=[np.zeros(5, np.float32)])
+  with pytest.raises(ClientStateError, match='does not fit'):
+    ClientStateStore(str(tmp_path), other).get(['a'])
 
 
 def test_restore_returns_exactly_the_checkpointed_states(tmp_path):

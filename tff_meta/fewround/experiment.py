@@ -13,6 +13,7 @@ import time
 import tensorflow_federated as tff
 
 from tff_meta.fewround import baselines, deploy, process, tasks
+from tff_meta.program import files
 
 
 def table(cfg, rows) -> str:
@@ -47,10 +48,9 @@ def load_data(cfg):
 
 def write(cfg, out, rows) -> str:
   text = table(cfg, rows)
-  with open(os.path.join(out, 'results.json'), 'w') as f:
-    json.dump({'config': to_toml(cfg), 'results': rows}, f, indent=1)
-  with open(os.path.join(out, 'results.md'), 'w') as f:
-    f.write(text + '\n')
+  files.write_json(os.path.join(out, 'results.json'), {'config': to_toml(cfg), 'results': rows},
+                   indent=1)
+  files.write_text(os.path.join(out, 'results.md'), text + '\n')
   return text
 
 

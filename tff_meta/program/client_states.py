@@ -11,10 +11,12 @@ store keeps those values between the rounds a client takes part in:
   clients with model-sized states fit;
 - every write is a new file version named by the round that produced it
   (`<dir>/<client hash>/<round>.npz`, written atomically). `flush(round)` at a
-  checkpoint writes every state changed since; `restore(round)` on resume
-  deletes versions newer than the checkpoint, so each client gets back
-  exactly the state it had at that round, and `prune(round)` drops versions
-  no kept checkpoint can need.
+  checkpoint writes every state changed since (and the id index `ids.txt`,
+  also atomically); `restore(round)` on resume deletes versions newer than
+  the checkpoint, so each client gets back exactly the state it had at that
+  round, and `prune(round)` drops versions no kept checkpoint can need;
+- a state file that cannot be read, or does not fit this algorithm's state,
+  raises `ClientStateError` naming the file and the fix.
 
 On real devices this state is what a device keeps on its own storage between
 rounds (e.g. an app's private files): the device loads it when it is selected,
@@ -32,6 +34,12 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+
+from tff_meta.program import files
+
+
+class ClientStateError(RuntimeError):
+  """A damaged or foreign client-state file; the message names it and the fix."""
 
 
 def _key(client_id: str) -> str:
@@ -81,24 +89,53 @@ class ClientStateStore:
 
   def _write(self, client_id: str, state, round_num: int) -> None:
     d = self._client_dir(client_id)
-    new_dir = not os.path.isdir(d)
     os.makedirs(d, exist_ok=True)
-    path = os.path.join(d, f'{round_num:09d}.npz')
-    tmp = path + '.tmp'
-    with open(tmp, 'wb') as f:
+    with files.atomic_open(os.path.join(d, f'{round_num:09d}.npz'), 'wb') as f:
       np.savez(f, *tf.nest.flatten(state))
-    os.replace(tmp, path)
-    if new_dir:
-      with open(os.path.join(self._dir, 'ids.txt'), 'a') as f:
-        f.write(f'{client_id}\n')
+
+  def _write_index(self) -> None:
+    files.write_text(os.path.join(self._dir, 'ids.txt'), ''.join(f'{c}\n' for c in self._known))
 
   def _read(self, client_id: str):
     versions = self._versions(client_id)
     if not versions:
       return None
-    with np.load(os.path.join(self._client_dir(client_id), f'{versions[-1]:09d}.npz')) as f:
-      arrays = [f[f'arr_{i}'] for i in range(len(f.files))]
+    path = os.path.join(self._client_dir(client_id), f'{versions[-1]:09d}.npz')
+    want = [(a.shape, a.dtype) for a in tf.nest.flatten(self._initial)]
+    arrays = self._load(path, lambda f: [f[f'arr_{i}'] for i in range(len(f.files))])
+    if [(a.shape, a.dtype) for a in arrays] != want:
+      raise self._foreign(path, f'{len(arrays)} arrays, expected {len(want)} of shapes '
+                                f'{[s for s, _ in want][:4]}')
     return tf.nest.pack_sequence_as(self._initial, arrays)
+
+  def _load(self, path: str, read):
+    """`read(npz)` of the state file `path`; a file that cannot be read is a ClientStateError."""
+    try:
+      with np.load(path, allow_pickle=False) as f:
+        return read(f)
+    except Exception as e:  # pylint: disable=broad-except  # zip/npy readers raise many types
+      raise ClientStateError(
+          f'Client state {path} cannot be read ({type(e).__name__}: {e}); the run\'s client '
+          f'states are damaged: use a new --output_dir, or delete {self._dir} and the '
+          'checkpoints folder beside it to start over.') from None
+
+  def _foreign(self, path: str, detail: str) -> ClientStateError:
+    return ClientStateError(
+        f'Client state {path} does not fit this algorithm\'s client state ({detail}); it was '
+        f'written by another run: use a new --output_dir, or delete {self._dir} and the '
+        'checkpoints folder beside it to start over.')
+
+  def verify(self) -> None:
+    """Opens every client's latest state file (its zip index, not its arrays), so a damaged
+    or foreign one stops a resumed run before it writes anything."""
+    want = len(tf.nest.flatten(self._initial))
+    for cid in self._known:
+      versions = self._versions(cid)
+      if versions:
+        path = os.path.join(self._client_dir(cid), f'{versions[-1]:09d}.npz')
+        count = self._load(path, lambda f: len(f.files))
+        if count != want:
+          raise self._foreign(path, f'{count} arrays, expected {want}')
 
   def _evict(self) -> None:
     while len(self._cache) > self._capacity:
@@ -142,15 +179,20 @@ class ClientStateStore:
           raise ValueError(f'State of {cid!r} is from round {produced}, after {round_num}.')
         self._write(cid, state, produced)
         self._cache[cid] = (state, produced, False)
+    self._write_index()
 
   def restore(self, round_num: int) -> None:
     """Forgets everything produced after `round_num` (resuming from its checkpoint)."""
     self._cache.clear()
+    # Every client folder, not only indexed ones: a state evicted to disk after
+    # the last flush may belong to a client the index does not list yet.
+    for name in os.listdir(self._dir):
+      d = os.path.join(self._dir, name)
+      if os.path.isdir(d):
+        for n in os.listdir(d):
+          if n.endswith('.npz') and n[:-4].isdigit() and int(n[:-4]) > round_num:
+            os.remove(os.path.join(d, n))
     for cid in list(self._known):
-      d = self._client_dir(cid)
-      for v in self._versions(cid):
-        if v > round_num:
-          os.remove(os.path.join(d, f'{v:09d}.npz'))
       if not self._versions(cid):
         del self._known[cid]
 

@@ -17,7 +17,7 @@ from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams
 from tff_meta.data import DATASETS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.models import MODELS
-from tff_meta.program import privacy
+from tff_meta.program import config_checks, privacy
 
 
 class ConfigError(ValueError):
@@ -102,6 +102,7 @@ class ExperimentConfig:
         raise ConfigError(f'hparams.{key} must be >= 1, got {getattr(self.hparams, key)}.')
     if not self.hparams.prox_mu >= 0:
       raise ConfigError(f'hparams.prox_mu (FedProx mu) must be >= 0, got {self.hparams.prox_mu}.')
+    config_checks.check_values(self, ConfigError)
     try:
       privacy.validate(self)
     except privacy.PrivacyConfigError as e:
@@ -192,6 +193,12 @@ def coerce_value(field: dataclasses.Field, value: Any, where: str,
       if value not in (0, 1):
         raise ValueError
       return bool(value)
+    if isinstance(value, (bool, dict, list)) and isinstance(default, (int, float, str)):
+      raise ValueError   # TOML true for a number, or a table/array for a scalar
+    if isinstance(default, dict):
+      if not isinstance(value, dict):
+        raise ValueError
+      return dict(value)
     if isinstance(default, int):
       if isinstance(value, float) and not value.is_integer():
         raise ValueError
@@ -232,11 +239,14 @@ def load_toml(path: str, see: str = 'configs/ for examples') -> Dict[str, Any]:
   try:
     with open(path, 'rb') as f:
       return tomllib.load(f)
-  except tomllib.TOMLDecodeError as e:
+  except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
     raise ConfigError(f'{path}: malformed TOML: {e}') from None
+  except IsADirectoryError:
+    raise ConfigError(f'Config {path!r} is a folder; give a .toml file (see {see}).') from None
 
 
 def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
+  config_checks.check_tables(raw, source, ConfigError)
   raw = dict(raw)
   data = dict(raw.pop('data', {}))
   model_options = dict(raw.pop('model_options', {}))

@@ -20,6 +20,7 @@ import os
 import sys
 from typing import Callable, Dict, List, Optional
 
+from tff_meta.program.config import ConfigError
 from tff_meta.runtime.pool import WorkerPool, parse_addresses
 from tff_meta.runtime.workers import worker_binary_path
 
@@ -69,7 +70,7 @@ def _parse_indices(spec: str) -> List[int]:
   except ValueError:
     indices = []
   if not indices or any(i < 0 for i in indices) or len(set(indices)) != len(indices):
-    raise ValueError(f'--client_devices={spec!r}: use "gpu", "cpu" or distinct GPU indices '
+    raise ConfigError(f'--client_devices={spec!r}: use "gpu", "cpu" or distinct GPU indices '
                      'such as "0,1".')
   return indices
 
@@ -99,7 +100,7 @@ def worker_envs(spec: Optional[str], num_workers: int, *,
   if indices is None:
     indices = list(range(count))
   if max(indices) >= count:
-    raise ValueError(f'--client_devices={spec}: TensorFlow sees {count} GPU(s) here, '
+    raise ConfigError(f'--client_devices={spec}: TensorFlow sees {count} GPU(s) here, '
                      f'GPU:0 to GPU:{count - 1}.')
   # TensorFlow numbers the GPUs this process sees; CUDA_VISIBLE_DEVICES may already remap them.
   parent = [d.strip() for d in environ.get('CUDA_VISIBLE_DEVICES', '').split(',') if d.strip()]
@@ -125,16 +126,20 @@ def make_pool(flag_values, log_dir=None) -> WorkerPool:
   devices = getattr(flag_values, 'client_devices', None)
   if flag_values.executor == 'workers':
     if not flag_values.workers:
-      raise ValueError('--executor=workers needs --workers=host:port[,host:port...].')
+      raise ConfigError('--executor=workers needs --workers=host:port[,host:port...].')
     if devices:
       _note('--client_devices applies to workers this program starts (--executor=local); '
             'remote workers use the devices their host exposes (start them with '
             'CUDA_VISIBLE_DEVICES=...; docs/DEPLOY.md).')
-    return WorkerPool(parse_addresses(flag_values.workers))
+    try:
+      addresses = parse_addresses(flag_values.workers)
+    except ValueError as e:
+      raise ConfigError(f'--workers: {e}') from None
+    return WorkerPool(addresses)
   if flag_values.workers:
-    raise ValueError('--workers is only used with --executor=workers.')
+    raise ConfigError('--workers is only used with --executor=workers.')
   if flag_values.local_workers < 1:
-    raise ValueError(f'--local_workers must be >= 1, got {flag_values.local_workers}.')
+    raise ConfigError(f'--local_workers must be >= 1, got {flag_values.local_workers}.')
   envs = worker_envs(devices, flag_values.local_workers)
   return WorkerPool.local(flag_values.local_workers, log_dir=log_dir, env=envs)
 

@@ -6,6 +6,7 @@ Programs and notebooks call these; every choice is looked up in a registry.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from typing import Optional
 
@@ -13,10 +14,10 @@ from absl import logging
 
 from tff_meta.algorithms import ALGORITHMS, Algorithm, aggregation
 from tff_meta.data import FederatedDataset, load_dataset, protocol
-from tff_meta.models import ModelSpec, build_model_spec
+from tff_meta.models import MODELS, ModelSpec, build_model_spec
 from tff_meta.program import config as config_lib
 from tff_meta.program import privacy
-from tff_meta.program import training_loop
+from tff_meta.program import checkpoints, files, training_loop
 from tff_meta.runtime.pool import WorkerPool
 
 
@@ -42,8 +43,20 @@ def build_model(cfg: config_lib.ExperimentConfig, data: protocol.ProtocolData) -
     options['embedding_matrix'] = extras['embeddings']
   elif 'vocab' in extras and 'vocab_size' not in options:            # Sent140, trained embeddings
     options['vocab_size'] = max(extras['vocab'].values(), default=1) + 1
-  return build_model_spec(cfg.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype,
-                          seed=cfg.seed, **options)
+  builder = MODELS.get(cfg.model)
+  try:
+    inspect.signature(builder).bind(ds.element_shape, ds.num_classes, **options)
+  except TypeError as e:
+    takes = [p for p in inspect.signature(builder).parameters][2:]
+    raise config_lib.ConfigError(
+        f'[model_options] for model {cfg.model!r}: {e}; it takes {", ".join(takes) or "none"}.'
+    ) from None
+  try:
+    return build_model_spec(cfg.model, ds.element_shape, ds.num_classes, x_dtype=ds.x_dtype,
+                            seed=cfg.seed, **options)
+  except ValueError as e:   # e.g. a layer size Keras rejects
+    raise config_lib.ConfigError(f'model {cfg.model!r} with [model_options] '
+                                 f'{cfg.model_options}: {e}') from None
 
 
 def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
@@ -82,13 +95,13 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
   model = model or build_model(cfg, data)
   alg = build_algorithm(cfg, model, data)
   out = cfg.resolved_output_dir()
-  os.makedirs(out, exist_ok=True)
-  with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write(config_lib.to_toml(cfg))
+  files.require_folder(out)
+  checkpoints.check_same_run(out, ('algorithm', 'dataset', 'model'), dataclasses.asdict(cfg))
   return training_loop.run(
       alg, data, privacy=privacy.budget(cfg, len(data.train)), rounds=cfg.rounds,
       clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
       final_eval_rounds=cfg.final_eval_rounds, rounds_per_call=cfg.rounds_per_call,
       resident_state=cfg.resident_state, resample_support=cfg.resample_support,
-      pool=pool, show_progress=show_progress)
+      pool=pool, show_progress=show_progress,
+      on_start=lambda: files.write_text(os.path.join(out, 'config.toml'), config_lib.to_toml(cfg)))

@@ -17,6 +17,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.evaluation import fairness
+from tff_meta.program.files import atomic_open, save_figure, write_text
 
 COLUMNS = (
     ('method', 'Method', '{}'),
@@ -42,7 +43,8 @@ def format_table(rows: Sequence[Dict]) -> str:
 
 def write_csv(rows: Sequence[Dict], path: str) -> None:
   import pandas as pd  # pylint: disable=g-import-not-at-top
-  pd.DataFrame(list(rows)).to_csv(path, index=False)
+  with atomic_open(path, 'w', newline='') as f:
+    pd.DataFrame(list(rows)).to_csv(f, index=False)
 
 
 def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str, title: str = '') -> None:
@@ -62,7 +64,7 @@ def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str, ti
   ax.legend()
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  fig.savefig(path, dpi=120)
+  save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -554,7 +556,7 @@ def _linestyles(groups: Sequence[Group]) -> Dict[str, str]:
 def _save(fig, plt, path: str) -> None:
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  fig.savefig(path, dpi=120)
+  save_figure(fig, path, dpi=120)
   plt.close(fig)
 
 
@@ -727,8 +729,7 @@ def build_report(roots: Sequence[str], output_dir: str,
     files.append(os.path.join(output_dir, 'cost.png'))
   elif os.path.exists(os.path.join(output_dir, 'cost.png')):
     os.remove(os.path.join(output_dir, 'cost.png'))   # a stale plot from an earlier report
-  with open(out('fairness.md'), 'w') as f:
-    f.write(_fairness_md(groups, frows))
+  write_text(out('fairness.md'), _fairness_md(groups, frows))
   write_csv(rows, out('report.csv'))
 
   no_flops = any(r.get('reached') and 'gflops_to_target' not in r for r in rows)
@@ -778,7 +779,6 @@ def build_report(roots: Sequence[str], output_dir: str,
     md += [f'- left out, unfinished (no {RESULTS_FILE}): {u}' for u in unfinished]
     md += [f'- {n}' for n in notes]
   text = '\n'.join(md) + '\n'
-  with open(out('report.md'), 'w') as f:
-    f.write(text)
+  write_text(out('report.md'), text)
   return dict(files=files, rows=rows, groups=groups, unfinished=unfinished, notes=notes,
               markdown=text)

@@ -31,11 +31,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
-import json
 import os
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow_federated as tff
@@ -44,7 +43,7 @@ from absl import logging
 from tff_meta.algorithms import Algorithm, multi_round, stateful
 from tff_meta.data.protocol import ProtocolData
 from tff_meta.evaluation import communication, personalized
-from tff_meta.program import client_data
+from tff_meta.program import checkpoints, client_data, files
 from tff_meta.program.config import ConfigError
 from tff_meta.program.client_states import ClientStateStore
 from tff_meta.program.privacy import Budget
@@ -55,10 +54,6 @@ DIVERGENCE_PATIENCE = 5
 
 
 class TrainingDivergedError(RuntimeError):
-  pass
-
-
-class IncompatibleCheckpointError(RuntimeError):
   pass
 
 
@@ -216,21 +211,14 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
                rounds_per_call: int = 1, resident_state: bool = True,
                resample_support: bool = False,
-               privacy: Optional[Budget] = None) -> RunResult:
+               privacy: Optional[Budget] = None,
+               on_start: Optional[Callable[[], None]] = None) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
+  for name in ('metrics.csv', 'eval.csv'):   # a damaged file stops the run before any write
+    checkpoints.check_csv(os.path.join(output_dir, name), 'round')
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, 'checkpoints'), keep_total=3)
-  train_release = tff.program.GroupingReleaseManager([
-      tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'metrics.csv'), key_fieldname='round'),
-      tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard')),
-  ])
-  eval_release = tff.program.GroupingReleaseManager([
-      tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'eval.csv'), key_fieldname='round'),
-      tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard', 'eval')),
-  ])
   per_round = communication.round_bytes(alg.process, min(clients_per_round, len(data.train)))
-  store = (ClientStateStore(os.path.join(output_dir, 'client_states'),
-                            alg.process.initial_client_state) if alg.stateful else None)
   has_known = bool(data.train) and data.train[0].holdout is not None
   # FedEC's protocol has no new clients: its test set is the training clients'
   # local test sets, reported as test_*; with new clients too they are known_*.
@@ -264,21 +252,29 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
 
   with tff.framework.get_context_stack().install(pool.context):
     initial = alg.process.initialize()
-    try:
-      state, version = await state_manager.load_latest(initial)
-    except (ValueError, TypeError) as e:
-      raise IncompatibleCheckpointError(
-          f'The checkpoint in {output_dir}/checkpoints does not match {alg.display_name} with '
-          f'this configuration (different algorithm, model or optimizer?): {str(e)[:200]}... '
-          f'Use a new --output_dir, or delete {output_dir}/checkpoints to start over.') from None
+    state, version = await checkpoints.load_latest(
+        state_manager, os.path.join(output_dir, 'checkpoints'), initial, alg.display_name)
+    store = (ClientStateStore(os.path.join(output_dir, 'client_states'),
+                              alg.process.initial_client_state) if alg.stateful else None)
+    if store is not None:
+      store.restore(version)   # 0 without a checkpoint
+      store.verify()
+    if on_start is not None:
+      on_start()
+    train_release = tff.program.GroupingReleaseManager([
+        tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'metrics.csv'),
+                                          key_fieldname='round'),
+        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard')),
+    ])
+    eval_release = tff.program.GroupingReleaseManager([
+        tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'eval.csv'),
+                                          key_fieldname='round'),
+        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard', 'eval')),
+    ])
     if state is None:
       state, start = initial, 0
-      if store is not None:
-        store.restore(0)
     else:
       start = int(version)
-      if store is not None:
-        store.restore(start)
       logging.info('Resuming %s from the checkpoint of round %d.', alg.display_name, start)
       print(f'Resuming {alg.display_name} from round {start} ({output_dir}).', file=sys.stderr)
 
@@ -378,7 +374,8 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
         final_eval_rounds: int = 1, rounds_per_call: int = 1,
         resident_state: bool = True, resample_support: bool = False,
-        privacy: Optional[Budget] = None) -> RunResult:
+        privacy: Optional[Budget] = None,
+        on_start: Optional[Callable[[], None]] = None) -> RunResult:
   """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
 
   `rounds_per_call` > 1 runs that many rounds per TFF call (`multi_round`);
@@ -388,13 +385,15 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
   client's support/query split afresh every round (`protocol.resample_split`).
   `privacy` (a DP run's `privacy.Budget`) adds epsilon to eval.csv, the
   progress bar and the result.
+  `on_start()` runs once the checkpoint (if any)
+  has loaded, before the run writes anything (e.g. to save its config).
   """
   kwargs = dict(rounds=rounds, clients_per_round=clients_per_round, seed=seed,
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress,
                 final_eval_rounds=final_eval_rounds, rounds_per_call=rounds_per_call,
                 resident_state=resident_state, resample_support=resample_support,
-                privacy=privacy)
+                privacy=privacy, on_start=on_start)
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:
@@ -422,7 +421,7 @@ def read_total(path: str, column: str) -> float:
 
 
 def write_result(result: RunResult) -> None:
-  with open(os.path.join(result.output_dir, 'results.json'), 'w') as f:
-    json.dump({'summary': result.row(), 'history': result.history,
-               'test_client_accuracies': result.test.client_accuracies.tolist()},
-              f, indent=2, default=float)
+  files.write_json(os.path.join(result.output_dir, 'results.json'),
+                   {'summary': result.row(), 'history': result.history,
+                    'test_client_accuracies': result.test.client_accuracies.tolist()},
+                   indent=2, default=float)

@@ -12,13 +12,13 @@ metrics against training episodes).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow_federated as tff
 from absl import logging
 
+from tff_meta.program import files
 from tff_meta.recommendation import config as config_lib
 from tff_meta.recommendation import movielens_task, service_task
 from tff_meta.registry import Registry
@@ -72,10 +72,10 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   cfg = validate(cfg)
   task = TASKS.get(cfg.task)
   out = cfg.resolved_output_dir()
+  files.require_folder(out)
+  data = task.prepare(cfg)   # bad data stops the run before it writes anything
   os.makedirs(out, exist_ok=True)
-  with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write(config_lib.to_toml(cfg))
-  data = task.prepare(cfg)
+  files.write_text(os.path.join(out, 'config.toml'), config_lib.to_toml(cfg))
   logging.info('%s', data.summary())
   rows, curves = [], {}
   own = WorkerPool.local(1, log_dir=out) if pool is None else None
@@ -94,11 +94,10 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
     if own is not None:
       own.close()
   result = RecommendResult(cfg, rows, curves, data.summary())
-  with open(os.path.join(out, 'results.json'), 'w') as f:
-    json.dump({'data': result.data_summary, 'rows': rows, 'curves': curves}, f, indent=2,
-              default=float)
-  with open(os.path.join(out, 'table.md'), 'w') as f:
-    f.write(task.format_table([(result.label, rows)]) + '\n')
+  files.write_json(os.path.join(out, 'results.json'),
+                   {'data': result.data_summary, 'rows': rows, 'curves': curves}, indent=2,
+                   default=float)
+  files.write_text(os.path.join(out, 'table.md'), task.format_table([(result.label, rows)]) + '\n')
   if curves:
     plot_curves(curves, task.curve_metrics, os.path.join(out, 'curve.png'), result.label)
   return result
@@ -133,5 +132,5 @@ def plot_curves(curves: Dict[str, List[dict]], names: Tuple[str, ...], path: str
     ax.legend(fontsize=8)
   fig.suptitle(title)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
+  files.save_figure(fig, path, dpi=110)
   plt.close(fig)

@@ -21,7 +21,7 @@ from typing import Callable, Dict, List
 
 import tensorflow_federated as tff
 
-from tff_meta.program.training_loop import IncompatibleCheckpointError
+from tff_meta.program import checkpoints, files
 
 
 def read_curve(path: str) -> List[Dict[str, float]]:
@@ -34,7 +34,7 @@ def read_curve(path: str) -> List[Dict[str, float]]:
 def _write_curve(path: str, rows: List[Dict[str, float]]) -> None:
   if not rows:
     return
-  with open(path, 'w', newline='') as f:
+  with files.atomic_open(path, 'w', newline='') as f:
     writer = csv.DictWriter(f, fieldnames=list(rows[0]))
     writer.writeheader()
     writer.writerows(rows)
@@ -50,16 +50,12 @@ def run_episodes(*, name: str, initial_state, step: Callable, evaluate: Callable
   os.makedirs(output_dir, exist_ok=True)
   manager = tff.program.FileProgramStateManager(os.path.join(output_dir, 'checkpoints'),
                                                 keep_total=2)
-  try:
-    state, start = asyncio.run(manager.load_latest(initial_state))
-  except (ValueError, TypeError) as e:
-    raise IncompatibleCheckpointError(
-        f'The checkpoint in {output_dir}/checkpoints does not match {name} with this '
-        f'configuration ({str(e)[:150]}). Use a new --output_dir, or delete that folder.') from None
+  checkpoints.check_csv(os.path.join(output_dir, 'curve.csv'), 'episode', allow_blank=False)
+  state, start = asyncio.run(checkpoints.load_latest(
+      manager, os.path.join(output_dir, 'checkpoints'), initial_state, name, unit='episode'))
   if state is None:
     state, start = initial_state, 0
   else:
-    start = int(start)
     print(f'Resuming {name} from episode {start} ({output_dir}).', file=sys.stderr)
   curve_path = os.path.join(output_dir, 'curve.csv')
   curve = [r for r in read_curve(curve_path) if r['episode'] <= start]

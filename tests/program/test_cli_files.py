@@ -1,0 +1,99 @@
+"""The shared ending of programs (cli.guard) and atomic writes (files), in process."""
+
+import json
+import os
+
+import pytest
+
+from tff_meta.program import cli, files
+
+
+class BadInput(ValueError):
+  pass
+
+
+def _end(fn, capsys, monkeypatch, tmp_path, env=None):
+  """(exit code, stderr) of `fn` run as a program's main through cli.guard."""
+  monkeypatch.setattr('tempfile.tempdir', str(tmp_path))
+  for k, v in (env or {}).items():
+    monkeypatch.setenv(k, v)
+  with pytest.raises(SystemExit) as e:
+    cli.guard(fn, (BadInput,))(['prog'])
+  return e.value.code, capsys.readouterr().err
+
+
+def _raise(error):
+  def main(argv):
+    del argv
+    raise error
+  return main
+
+
+def test_user_error_is_one_line(capsys, monkeypatch, tmp_path):
+  code, err = _end(_raise(BadInput('x.toml: bad\nvalue   here')), capsys, monkeypatch, tmp_path)
+  assert code == 1 and err == 'error: x.toml: bad value here\n'
+
+
+def test_file_system_error_names_the_path(capsys, monkeypatch, tmp_path):
+  blocker = tmp_path / 'f'
+  blocker.write_text('x')
+  code, err = _end(lambda argv: os.makedirs(blocker / 'out'), capsys, monkeypatch, tmp_path)
+  assert code == 1 and err.startswith(f'error: {blocker}/out: ') and 'Traceback' not in err
+
+
+def test_interrupt(capsys, monkeypatch, tmp_path):
+  code, err = _end(_raise(KeyboardInterrupt()), capsys, monkeypatch, tmp_path)
+  assert code == cli.INTERRUPTED_EXIT_CODE and err.startswith('error: interrupted')
+
+
+def test_a_bug_is_an_internal_error_with_its_traceback_saved(capsys, monkeypatch, tmp_path):
+  code, err = _end(_raise(ZeroDivisionError('boom')), capsys, monkeypatch, tmp_path)
+  assert code == cli.INTERNAL_ERROR_EXIT_CODE
+  assert err.startswith('error: internal error (ZeroDivisionError: boom)')
+  assert 'Traceback' not in err
+  saved = [p for p in tmp_path.iterdir() if p.name.startswith('tff_meta_error_')]
+  assert len(saved) == 1 and str(saved[0]) in err
+  text = saved[0].read_text()
+  assert 'Traceback' in text and 'ZeroDivisionError: boom' in text and 'raise error' in text
+
+
+def test_a_bug_shows_its_traceback_on_request(capsys, monkeypatch, tmp_path):
+  code, err = _end(_raise(ZeroDivisionError('boom')), capsys, monkeypatch, tmp_path,
+                   env={cli.TRACEBACK_ENV: '1'})
+  assert code == cli.INTERNAL_ERROR_EXIT_CODE and 'Traceback' in err
+  assert err.splitlines()[-1].startswith('error: internal error')
+
+
+def test_normal_exit_passes_through(capsys, monkeypatch, tmp_path):
+  assert cli.guard(lambda argv: 0)(['prog']) == 0
+  code, _ = _end(_raise(SystemExit(4)), capsys, monkeypatch, tmp_path)
+  assert code == 4
+
+
+def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path):
+  path = tmp_path / 'results.json'
+  files.write_json(path, {'a': 1})
+  with pytest.raises(KeyboardInterrupt):
+    with files.atomic_open(path) as f:
+      f.write('{"a": 2, "half')
+      raise KeyboardInterrupt   # a kill mid-write
+  assert json.loads(path.read_text()) == {'a': 1}
+  assert os.listdir(tmp_path) == ['results.json']   # no temporary file left behind
+  files.write_text(path, 'new')
+  assert path.read_text() == 'new' and os.listdir(tmp_path) == ['results.json']
+
+
+def test_atomic_write_has_the_usual_permissions(tmp_path):
+  files.write_text(tmp_path / 'a', 'x')
+  with open(tmp_path / 'b', 'w') as f:
+    f.write('x')
+  assert os.stat(tmp_path / 'a').st_mode == os.stat(tmp_path / 'b').st_mode
+
+
+def test_require_folder(tmp_path):
+  files.require_folder(tmp_path)
+  files.require_folder(tmp_path / 'missing')
+  (tmp_path / 'f').write_text('x')
+  with pytest.raises(NotADirectoryError) as e:
+    files.require_folder(tmp_path / 'f')
+  assert e.value.filename == str(tmp_path / 'f')

@@ -1,0 +1,131 @@
+"""How every program ends: a one-line `error: ...` for the user's mistakes, never a traceback.
+
+`run(main, user_errors)` replaces `absl.app.run(main)` in each program:
+
+- a user error (a type in `user_errors`: bad config, data, checkpoint, name)
+  prints `error: <message>` (one line: it names the file and the fix) and
+  exits 1 (or `exit_code(error)`, e.g. 3 for a lost worker);
+- a file-system error (`OSError`: missing path, a file where a folder is
+  expected, an unwritable folder, a full disk) prints the path, the reason and
+  what to check, exit 1;
+- a bad flag (unknown flag, a value of the wrong type, a missing required
+  flag, stray arguments) prints `error: <absl's message>`, exit 1;
+- Ctrl-C prints `error: interrupted` with how to resume, exit 130;
+- anything else is a bug in this project, not in the input: the program
+  prints `error: internal error (<type>: <message>)` and where the full
+  traceback was saved, and exits 70 (EX_SOFTWARE). Developers see the
+  traceback itself with TFF_META_TRACEBACK=1. So an unforeseen bad input can
+  still never show a user a traceback, and a real bug is never silent: it
+  has its own exit code, a message that says "internal error", and a file.
+
+No TensorFlow here: `programs.report` uses this without loading it.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+from typing import Callable, NoReturn, Tuple, Type
+
+from absl import app, flags
+
+INTERNAL_ERROR_EXIT_CODE = 70   # EX_SOFTWARE (sysexits.h)
+INTERRUPTED_EXIT_CODE = 130     # 128 + SIGINT, as shells report Ctrl-C
+TRACEBACK_ENV = 'TFF_META_TRACEBACK'
+MAX_MESSAGE_CHARS = 600
+
+_OS_HINTS = {
+    errno.ENOENT: 'check the path',
+    errno.ENOTDIR: 'a file is where a folder is expected; move it or choose another path',
+    errno.EISDIR: 'it is a folder; give a file',
+    errno.EEXIST: 'something is in the way there; move it or choose another path',
+    errno.EACCES: 'it is not accessible; choose a path you can write',
+    errno.EPERM: 'it is not accessible; choose a path you can write',
+    errno.EROFS: 'the file system is read-only; choose another path',
+    errno.ENOSPC: 'the disk is full; free space or choose another path',
+    errno.ENAMETOOLONG: 'the name is too long; choose a shorter path',
+}
+
+
+def one_line(message: object) -> str:
+  """`message` on one line (newlines and runs of spaces collapsed), at most MAX_MESSAGE_CHARS."""
+  text = re.sub(r'\s+', ' ', str(message)).strip()
+  return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 3] + '...'
+
+
+def fail(message: object, code: int = 1) -> NoReturn:
+  """Prints `error: <message>` on one line to stderr and exits with `code`."""
+  print(f'error: {one_line(message)}', file=sys.stderr, flush=True)
+  sys.exit(code)
+
+
+def describe_os_error(error: OSError) -> str:
+  """'<path>: <reason>; <what to check>' for a file-system error."""
+  paths = [p for p in (error.filename, getattr(error, 'filename2', None)) if p]
+  where = ' -> '.join(os.fsdecode(p) for p in paths)
+  reason = error.strerror or str(error)
+  hint = _OS_HINTS.get(error.errno, 'check the path and that you can write there')
+  return f'{where}: {reason}; {hint}.' if where else f'{reason}; {hint}.'
+
+
+def _internal_error(error: BaseException) -> NoReturn:
+  text = ''.join(traceback.format_exception(error))
+  if os.environ.get(TRACEBACK_ENV, '').strip() not in ('', '0'):
+    print(text, file=sys.stderr, flush=True)
+    saved = 'printed above'
+  else:
+    try:
+      fd, path = tempfile.mkstemp(prefix=f'tff_meta_error_{time.strftime("%Y%m%d_%H%M%S")}_',
+                                  suffix='.txt')
+      with os.fdopen(fd, 'w') as f:
+        f.write(' '.join(sys.argv) + '\n\n' + text)
+      saved = f'saved in {path}'
+    except OSError:
+      print(text, file=sys.stderr, flush=True)
+      saved = 'printed above'
+  fail(f'internal error ({type(error).__name__}: {error}). This is a bug in tff_meta, not in '
+       f'your input as far as it can tell; please report it with the traceback ({saved}; '
+       f'{TRACEBACK_ENV}=1 prints it).', INTERNAL_ERROR_EXIT_CODE)
+
+
+def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
+          exit_code: Callable[[BaseException], int] = lambda e: 1) -> Callable:
+  """`main` with every way it can end mapped as the module docstring says."""
+  @functools.wraps(main)
+  def guarded(argv):
+    try:
+      return main(argv)
+    except SystemExit:
+      raise
+    except user_errors as e:
+      fail(e, exit_code(e))
+    except app.UsageError as e:
+      fail(f'{e} (--helpshort lists the flags).')
+    except OSError as e:
+      fail(describe_os_error(e))
+    except KeyboardInterrupt:
+      fail('interrupted. Rerunning the same command resumes from the last checkpoint '
+           '(where the program keeps checkpoints).', INTERRUPTED_EXIT_CODE)
+    except Exception as e:  # pylint: disable=broad-except
+      _internal_error(e)
+  return guarded
+
+
+def parse_flags(argv):
+  """absl's flag parsing, with its errors as one `error:` line instead of `FATAL ...`."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    fail(f'{e} (--helpshort lists the flags).')
+
+
+def run(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
+        exit_code: Callable[[BaseException], int] = lambda e: 1) -> None:
+  """`absl.app.run(main)`, ending as the module docstring says."""
+  app.run(guard(main, user_errors, exit_code), flags_parser=parse_flags)
