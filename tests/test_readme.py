@@ -35,7 +35,7 @@ def test_the_readme_table_is_generated_from_the_registries():
   block = text.split(catalog.BEGIN)[1].split(catalog.END)[0]
   for kind, registry in (('algorithm', ALGORITHMS), ('dataset', DATASETS), ('model', MODELS)):
     listed = re.findall(rf'^\| {kind} \| `([^`]+)` \|', block, re.MULTILINE)
-    assert listed == registry.names(), kind
+    assert listed == [n for n in registry.names() if not n.startswith('_')], kind
 
 
 def test_a_new_registry_entry_gets_a_row():

@@ -118,11 +118,16 @@ def _docstring_line(obj) -> Optional[str]:
 
 
 def rows(registries=None) -> List[Tuple[str, str, str, str]]:
-  """(kind, name, description, source) for every registered entry, by kind then name."""
+  """(kind, name, description, source) for every registered entry, by kind then name.
+
+  Names starting with `_` are private (tests register such entries) and are not listed.
+  """
   registries = registries or _registries()
   out = []
   for kind, registry in registries.items():
     for name in registry.names():
+      if name.startswith('_'):
+        continue
       known = DESCRIPTIONS.get(kind, {}).get(name)
       if known:
         out.append((kind, name, *known))

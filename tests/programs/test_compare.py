@@ -27,7 +27,8 @@ def test_compare_two_methods_two_seeds(tmp_path):
     for method in ('fedavg', 'fedmeta_maml'):
       assert (out / f'seed{seed}' / method / 'results.json').exists()
   # The per-method [method_hparams] of the demo config reached each run.
-  assert 'client_lr = 0.3' in (out / 'seed0' / 'fedavg' / 'config.toml').read_text()
-  assert 'inner_lr = 0.05' in (out / 'seed0' / 'fedmeta_maml' / 'config.toml').read_text()
+  fedavg = (out / 'seed0' / 'fedavg' / 'config.toml').read_text()
+  assert 'client_lr = 0.3' in fedavg and 'local_epochs = 5' in fedavg
+  assert 'server_lr = 0.01\n' in (out / 'seed0' / 'fedmeta_maml' / 'config.toml').read_text()
   png = (out / 'convergence.png').read_bytes()
   assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000

@@ -157,6 +157,12 @@ class WorkerPool:
     thread.start()
     try:
       yield
+    except Exception:   # e.g. the resident paths' own gRPC calls fail first
+      done.set()
+      dead = self.dead_workers()
+      if dead:
+        raise WorkerLostError(self._message(dead, what)) from None
+      raise
     finally:
       done.set()
 
