@@ -57,7 +57,13 @@ def main(argv):
     grid = parse_grid(FLAGS.grid)
     out = FLAGS.output_dir or os.path.join('runs', f'sweep_{algorithm}')
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    seeds = [int(x) for x in FLAGS.seeds] if FLAGS.seeds else [cfg.seed]
+    try:
+      seeds = [int(x) for x in FLAGS.seeds] if FLAGS.seeds else [cfg.seed]
+    except ValueError:
+      raise config_lib.ConfigError(f'--seeds must be integers >= 0, e.g. --seeds=0,1,2; got '
+                                   f'{",".join(FLAGS.seeds)!r}') from None
+    if min(seeds) < 0:
+      raise config_lib.ConfigError(f'--seeds must be integers >= 0, got {min(seeds)}.')
     configs = []
     for combo in combos:
       tag = '_'.join(f'{k}={v}' for k, v in combo.items())

@@ -419,6 +419,13 @@ def test_sweep_bad_grid(runner, tmp_path, grid, expect):
   assert_clean_error(proc, expect)
 
 
+@pytest.mark.parametrize('seeds', ['x', '-1', '0,a'])
+def test_sweep_bad_seeds(runner, tmp_path, seeds):
+  proc = runner.run('programs.sweep', '--config=configs/demo/digits.toml',
+                    '--grid=client_lr=0.1', f'--seeds={seeds}', f'--output_dir={tmp_path}/o')
+  assert_clean_error(proc, '--seeds must be integers')
+
+
 def test_sweep_needs_a_grid(runner):
   assert_clean_error(runner.run('programs.sweep'), 'grid')
 
