@@ -24,7 +24,7 @@ HEADERS = {
     'tests/data': ['test_leaf, test_tff_native and test_repartition read the real data subsets',
                    'in tests/fixtures (//tests/fixtures:files). test_images reads',
                    '/usr/share/datasets when present and skips otherwise.'],
-    'tests/fixtures': ['Small real data cut from ../shared/data by make_fixtures.py (README.md):',
+    'tests/fixtures': ['Small real data cut by .ci/make_fixtures.py (README.md):',
                        'the data of every test that names FIXTURES.'],
 }
 TESTS_EXTRA = '''
@@ -56,7 +56,7 @@ genrule(
 FIXTURES_EXTRA = '''
 filegroup(
     name = "files",
-    srcs = glob(["tff/*.sqlite", "leaf/**/*.json"]),
+    srcs = glob(["tff/*.sqlite", "tff/*.sqlite.gz", "leaf/**/*.json"]),
 )
 '''
 TARGET_COMMENTS = {

@@ -11,7 +11,44 @@ import tensorflow_federated as tff  # noqa: E402
 from tff_meta.runtime import contexts, workers  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURES = os.path.join(REPO, 'tests', 'fixtures')   # small real data (tests/fixtures/README.md)
+FIXTURES_SOURCE = os.path.join(REPO, 'tests', 'fixtures')   # small real data (its README.md)
+
+
+def _expanded_fixtures(source: str = FIXTURES_SOURCE) -> str:
+  """The fixture folder with every `*.gz` file expanded, built once per content in the temp dir.
+
+  FEMNIST is stored as tff/emnist_all.sqlite.gz; TFF's loaders read the plain sqlite file.
+  The folder is named after the compressed files' digest and built atomically (rename).
+  """
+  import gzip
+  import hashlib
+  import shutil
+  import tempfile
+  packed = sorted(os.path.relpath(os.path.join(d, f), source)
+                  for d, _, files in os.walk(source) for f in files if f.endswith('.gz'))
+  digest = hashlib.sha256()
+  for rel in packed:
+    with open(os.path.join(source, rel), 'rb') as f:
+      digest.update(rel.encode() + f.read())
+  target = os.path.join(tempfile.gettempdir(), f'tff_meta_fixtures_{digest.hexdigest()[:16]}')
+  if os.path.isdir(target):
+    return target
+  staging = tempfile.mkdtemp(prefix='tff_meta_fixtures_', dir=tempfile.gettempdir())
+  for name in ('tff', 'leaf'):
+    shutil.copytree(os.path.join(source, name), os.path.join(staging, name))
+  for rel in packed:
+    with gzip.open(os.path.join(staging, rel), 'rb') as src, \
+        open(os.path.join(staging, rel[:-3]), 'wb') as dst:
+      shutil.copyfileobj(src, dst)
+    os.remove(os.path.join(staging, rel))
+  try:
+    os.rename(staging, target)
+  except OSError:   # another test process built it first
+    shutil.rmtree(staging, ignore_errors=True)
+  return target
+
+
+FIXTURES = _expanded_fixtures()
 
 
 @pytest.fixture(scope='session')
