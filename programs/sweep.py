@@ -73,21 +73,23 @@ def main(argv):
             algorithm, folder).validate()
         configs.append((tag, seed, run_cfg))
     files.require_folder(out)
-    data = {}   # seed -> (data, model): the client split depends on the seed
-    first = configs[0][2]
-    data[first.seed] = experiment.prepare_data(first)
-    data[first.seed] = (data[first.seed], experiment.build_model(first, data[first.seed]))
+    prepared = {}   # seed -> (data, model): the client split depends on the seed
+
+    def data_and_model(run_cfg):
+      if run_cfg.seed not in prepared:
+        split = experiment.prepare_data(run_cfg)
+        prepared[run_cfg.seed] = (split, experiment.build_model(run_cfg, split))
+      return prepared[run_cfg.seed]
+
+    data_and_model(configs[0][2])   # bad data or model options fail before any training
     pool = executor.make_pool(FLAGS, log_dir=out)
   except ValueError as e:   # before training, e.g. a grid value out of range
     errors.fail(e)
   scores = {}   # tag -> [(validation %, test %) per seed]
   with pool:   # user errors from here on end in errors.run
     for tag, seed, run_cfg in configs:
-      if seed not in data:
-        split = experiment.prepare_data(run_cfg)
-        data[seed] = (split, experiment.build_model(run_cfg, split))
-      result = experiment.run(run_cfg, data=data[seed][0], model=data[seed][1], pool=pool,
-                              show_progress=False)
+      data, model = data_and_model(run_cfg)
+      result = experiment.run(run_cfg, data=data, model=model, pool=pool, show_progress=False)
       last = result.history[-1]
       val, test = 100 * last.get('validation_accuracy', float('nan')), 100 * result.test.accuracy
       scores.setdefault(tag, []).append((val, test))

@@ -30,7 +30,7 @@ Type signature (S = state, D = one client's data, M = round metrics):
 from __future__ import annotations
 
 import collections
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow_federated as tff
 
@@ -133,11 +133,15 @@ class ChunkedRounds:
     self._pending: Dict[int, object] = {}
     self._end, self._state = 0, None
 
-  def next(self, state, round_num: int):
+  def next(self, state, round_num: int, inputs: Optional[Sequence] = None):
+    """Round `round_num`'s (state, metrics); `inputs = (batch,)` is that round's data when the
+    caller has it already (the other rounds of a chunk come from `round_batch`)."""
     if round_num not in self._pending:
       self._end = chunk_end(round_num - 1, self.runner.rounds_per_call, self._must_stop)
       rounds = range(round_num, self._end + 1)
-      self._state, metrics = self.runner.run(state, [self._round_batch(r) for r in rounds])
+      batches = [inputs[0] if inputs is not None and r == round_num else self._round_batch(r)
+                 for r in rounds]
+      self._state, metrics = self.runner.run(state, batches)
       self._pending = dict(zip(rounds, metrics))
     metrics = self._pending.pop(round_num)
     return (self._state if round_num == self._end else state), metrics

@@ -305,7 +305,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
             state, client_states, metrics = alg.process.next(state, store.get(ids), batch)
           store.put(ids, client_states, round_num)
         elif chunked is not None:   # rounds_per_call > 1 or resident_state (issue #8)
-          state, metrics = chunked.next(state, round_num)
+          state, metrics = chunked.next(state, round_num, (batch,))   # batch built once
         else:
           state, metrics = alg.process.next(state, batch)
       train_seconds += time.perf_counter() - t0
