@@ -2,8 +2,9 @@
 
 `markdown_table` is the one Markdown table writer: the report's tables
 (`analysis.report`, in the layout of FedMeta Table 2), the run summary below,
-and the tables `programs.reproduce` and `programs.sweep` print all go through
-it. `format_table` and `write_csv` write the one-row-per-run summary of
+the tables `programs.reproduce` and `programs.sweep` print, the README's
+catalog (`tff_meta.catalog`) and the benchmarks' headers all go through it.
+`format_table` and `write_csv` write the one-row-per-run summary of
 `programs.train` and `programs.compare` (`RunResult.row()`).
 """
 
