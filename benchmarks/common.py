@@ -17,6 +17,7 @@ import tensorflow_federated as tff
 
 from tff_meta.algorithms import ALGORITHMS, Hparams, multi_round
 from tff_meta.algorithms import process as process_lib
+from tff_meta.analysis.tables import markdown_table
 from tff_meta.data import load_dataset, protocol
 from tff_meta.program.config import ExperimentConfig
 from tff_meta.program.training_loop import round_path
@@ -256,5 +257,4 @@ def machine() -> str:
 
 
 def table(header: List[str]) -> None:
-  print('| ' + ' | '.join(header) + ' |')
-  print('|' + '---|' * len(header), flush=True)
+  print(markdown_table(header, []), flush=True)   # the rows follow as they are measured

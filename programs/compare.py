@@ -21,9 +21,10 @@ from absl import app, flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
+from tff_meta.analysis import figures, tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
-from tff_meta.program import executor, experiment, report  # noqa: E402
+from tff_meta.program import executor, experiment  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
@@ -89,14 +90,14 @@ def main(argv):
   rows = [_mean_row([r.row() for r in results]) for results in per_method.values()]
   histories = {results[0].display_name: _mean_history([r.history for r in results])
                for results in per_method.values()}
-  table = report.format_table(rows)
+  table = tables.format_table(rows)
   print(f'\nMean over seeds {seeds}; "±" is the std of accuracy across those runs.\n' + table)
-  report.write_csv(rows, os.path.join(out, 'comparison.csv'))
+  tables.write_csv(rows, os.path.join(out, 'comparison.csv'))
   files.write_text(os.path.join(out, 'comparison.md'),
                    f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n')
-  report.plot_convergence(histories, os.path.join(out, 'convergence.png'),
-                          title=f'{cfg.dataset}, {cfg.model}, support {cfg.support_fraction:.0%}'
-                                f', mean of {len(seeds)} seed(s)')
+  figures.plot_convergence(histories, os.path.join(out, 'convergence.png'),
+                           title=f'{cfg.dataset}, {cfg.model}, support {cfg.support_fraction:.0%}'
+                                 f', mean of {len(seeds)} seed(s)')
   print(f'\nWrote {out}/comparison.csv, comparison.md and convergence.png')
 
 

@@ -30,7 +30,9 @@ import sys
 
 from absl import app, flags
 
-from tff_meta.program import cli, report
+from tff_meta import run_folder
+from tff_meta.analysis import report
+from tff_meta.program import cli
 
 flags.DEFINE_list('runs', None, 'Comma-separated folders to search (recursively) for run folders.')
 flags.DEFINE_string('output_dir', None, 'Where to write report.md, the CSV and the plots.')
@@ -48,7 +50,8 @@ def main(argv):
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   result = report.build_report(FLAGS.runs, FLAGS.output_dir, FLAGS.target_accuracy)
   for u in result['unfinished']:
-    print(f'note: left out unfinished run folder (no results.json): {u}', file=sys.stderr)
+    print(f'note: left out unfinished run folder (no {run_folder.RESULTS_FILE}): {u}',
+          file=sys.stderr)
   for n in result['notes']:
     print(f'note: {n}', file=sys.stderr)
   md = result['markdown']

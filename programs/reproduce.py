@@ -22,6 +22,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
+from tff_meta import run_folder  # noqa: E402
+from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import experiment, logs  # noqa: E402
 from tff_meta.program import errors  # noqa: E402
@@ -51,7 +53,7 @@ def _paper(config_dir):
 def _wall_hours(output_dir):
   """Hours of training rounds over all sessions of a run (metrics.csv round_seconds)."""
   from tff_meta.program.training_loop import read_total  # pylint: disable=g-import-not-at-top
-  return read_total(os.path.join(output_dir, 'metrics.csv'), 'round_seconds') / 3600
+  return read_total(os.path.join(output_dir, run_folder.METRICS_FILE), 'round_seconds') / 3600
 
 
 def main(argv):
@@ -101,13 +103,15 @@ def main(argv):
   print('\nFedMeta Table 2: accuracy % on test clients\' query sets (all data points)')
   print(f'overrides: {json.dumps({k: v for k, v in overrides.items() if v is not None})}; '
         f'seeds: {",".join(map(str, seeds))}\n')
-  print('| Dataset | Support | Method | Ours | Client std | Rounds | Hours/seed | Paper |')
-  print('|---|---|---|---|---|---|---|---|')
+  body = []
   for dataset, support, method, accs, stds, hours, rounds, want in rows:
     paper_txt = f'{want[0]:.2f} ± {want[1]:.2f}' if want else 'n/a'
     ours = (f'{np.mean(accs):.2f} ± {np.std(accs):.2f}' if len(accs) > 1 else f'{accs[0]:.2f}')
-    print(f'| {dataset} | {support}% | {names[method]} | {ours} | {np.mean(stds):.2f} | {rounds} '
-          f'| {np.mean(hours):.2f} | {paper_txt} |')
+    body.append([dataset, f'{support}%', names[method], ours, f'{np.mean(stds):.2f}', rounds,
+                 f'{np.mean(hours):.2f}', paper_txt])
+  print(tables.markdown_table(
+      ['Dataset', 'Support', 'Method', 'Ours', 'Client std', 'Rounds', 'Hours/seed', 'Paper'],
+      body))
 
 
 if __name__ == '__main__':

@@ -22,6 +22,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
+from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment, logs  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
@@ -99,10 +100,11 @@ def main(argv):
   best = max(rows, key=lambda r: r[1])[0]
   print(f'\n{algorithm} on {cfg.dataset}, {cfg.rounds} rounds, seeds {",".join(map(str, seeds))}; '
         'selected by mean validation accuracy (*)\n')
-  print('| Setting | Validation % | Test % |\n|---|---|---|')
-  for tag, val, val_std, test, test_std in rows:
-    pm = (lambda m, sd: f'{m:.2f} ± {sd:.2f}') if len(seeds) > 1 else (lambda m, sd: f'{m:.2f}')
-    print(f'| {tag}{" *" if tag == best else ""} | {pm(val, val_std)} | {pm(test, test_std)} |')
+  pm = (lambda m, sd: f'{m:.2f} ± {sd:.2f}') if len(seeds) > 1 else (lambda m, sd: f'{m:.2f}')
+  print(tables.markdown_table(
+      ['Setting', 'Validation %', 'Test %'],
+      [[f'{tag}{" *" if tag == best else ""}', pm(val, val_std), pm(test, test_std)]
+       for tag, val, val_std, test, test_std in rows]))
 
 
 if __name__ == '__main__':

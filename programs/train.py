@@ -15,9 +15,10 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app, flags  # noqa: E402
 
+from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import logs  # noqa: E402
-from tff_meta.program import executor, experiment, report  # noqa: E402
+from tff_meta.program import executor, experiment  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
 
 config_lib.define_flags(flags)
@@ -40,7 +41,7 @@ def main(argv):
   model = experiment.build_model(cfg, data)
   with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir()) as pool:
     result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress)
-  print(report.format_table([result.row()]))
+  print(tables.format_table([result.row()]))
   print(f'\nOutputs in {result.output_dir}')
 
 

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from tff_meta.algorithms import Hparams
+from tff_meta.analysis import tables
 from tff_meta.program import config as config_lib
-from tff_meta.program import experiment, privacy, report
+from tff_meta.program import experiment, privacy
 from tff_meta.runtime.pool import WorkerPool
 
 CFG = config_lib.ExperimentConfig(
@@ -61,7 +62,7 @@ def test_final_epsilon_in_results_and_table(runs):
     summary = json.load(f)['summary']
   assert summary['epsilon'] == pytest.approx(budget.epsilon(4))
   assert summary['delta'] == pytest.approx(budget.delta)
-  table = report.format_table([results['run'].row()])
+  table = tables.format_table([results['run'].row()])
   assert 'ε (DP)' in table and f'{budget.epsilon(4):.2f}' in table
 
 

@@ -27,6 +27,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.program import file_utils
 
+from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE
+
 
 class CheckpointError(RuntimeError):
   """A damaged checkpoint folder; the message names it and the fix."""
@@ -89,7 +91,7 @@ async def load_latest(manager: tff.program.FileProgramStateManager, root: str, i
 
 
 def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
-                   config_file: str = 'config.toml') -> None:
+                   config_file: str = CONFIG_FILE) -> None:
   """Refuses to resume a checkpoint that another configuration wrote.
 
   When `output_dir` has checkpoints and the config it saved differs from
@@ -97,7 +99,7 @@ def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
   mix two runs (or load a same-shaped state of another algorithm). Checked
   before anything is written.
   """
-  checkpoints = os.path.join(output_dir, 'checkpoints')
+  checkpoints = os.path.join(output_dir, CHECKPOINTS_DIR)
   saved_path = os.path.join(output_dir, config_file)
   if not (os.path.isdir(checkpoints) and any(
       n.startswith('program_state_') for n in os.listdir(checkpoints))):

@@ -47,6 +47,8 @@ from tff_meta.program import checkpoints, client_data, files
 from tff_meta.program.config import ConfigError
 from tff_meta.program.client_states import ClientStateStore
 from tff_meta.program.privacy import Budget
+from tff_meta.run_folder import (CHECKPOINTS_DIR, CLIENT_STATES_DIR, EVAL_FILE, METRICS_FILE,
+                                 RESULTS_FILE, TENSORBOARD_DIR, TENSORBOARD_EVAL_DIR)
 from tff_meta.runtime import pool_resident, resident
 from tff_meta.runtime.pool import WorkerPool
 
@@ -214,10 +216,10 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
-  for name in ('metrics.csv', 'eval.csv'):   # a damaged file stops the run before any write
+  for name in (METRICS_FILE, EVAL_FILE):   # a damaged file stops the run before any write
     checkpoints.check_csv(os.path.join(output_dir, name), 'round')
   state_manager = tff.program.FileProgramStateManager(
-      os.path.join(output_dir, 'checkpoints'), keep_total=3)
+      os.path.join(output_dir, CHECKPOINTS_DIR), keep_total=3)
   per_round = communication.round_bytes(alg.process, min(clients_per_round, len(data.train)))
   has_known = bool(data.train) and data.train[0].holdout is not None
   # FedEC's protocol has no new clients: its test set is the training clients'
@@ -253,8 +255,8 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   with tff.framework.get_context_stack().install(pool.context):
     initial = alg.process.initialize()
     state, version = await checkpoints.load_latest(
-        state_manager, os.path.join(output_dir, 'checkpoints'), initial, alg.display_name)
-    store = (ClientStateStore(os.path.join(output_dir, 'client_states'),
+        state_manager, os.path.join(output_dir, CHECKPOINTS_DIR), initial, alg.display_name)
+    store = (ClientStateStore(os.path.join(output_dir, CLIENT_STATES_DIR),
                               alg.process.initial_client_state) if alg.stateful else None)
     if store is not None:
       store.restore(version)   # 0 without a checkpoint
@@ -262,14 +264,14 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     if on_start is not None:
       on_start()
     train_release = tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'metrics.csv'),
+        tff.program.CSVFileReleaseManager(os.path.join(output_dir, METRICS_FILE),
                                           key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard')),
+        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, TENSORBOARD_DIR)),
     ])
     eval_release = tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(os.path.join(output_dir, 'eval.csv'),
+        tff.program.CSVFileReleaseManager(os.path.join(output_dir, EVAL_FILE),
                                           key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, 'tensorboard', 'eval')),
+        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, TENSORBOARD_EVAL_DIR)),
     ])
     if state is None:
       state, start = initial, 0
@@ -355,7 +357,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     with tff.framework.get_context_stack().install(pool.context):
       _, final = evaluate_all(rounds)
   done = rounds - start
-  history = read_history(os.path.join(output_dir, 'eval.csv'))
+  history = read_history(os.path.join(output_dir, EVAL_FILE))
   last = [h[f'{primary}_accuracy'] for h in history
           if h.get('round', -1) > rounds - final_eval_rounds and f'{primary}_accuracy' in h]
   return RunResult(
@@ -363,7 +365,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
       history=history, bytes_down=per_round['bytes_down'] * rounds,
       bytes_up=per_round['bytes_up'] * rounds,
       train_seconds=train_seconds if done else 0.0, output_dir=output_dir,
-      client_flops=read_total(os.path.join(output_dir, 'metrics.csv'), 'client_flops'),
+      client_flops=read_total(os.path.join(output_dir, METRICS_FILE), 'client_flops'),
       final_rounds_accuracy=float(np.mean(last)) if final_eval_rounds > 1 and last else float('nan'),
       epsilon=privacy.epsilon(rounds) if privacy is not None else None,
       delta=privacy.delta if privacy is not None else None)
@@ -421,7 +423,7 @@ def read_total(path: str, column: str) -> float:
 
 
 def write_result(result: RunResult) -> None:
-  files.write_json(os.path.join(result.output_dir, 'results.json'),
+  files.write_json(os.path.join(result.output_dir, RESULTS_FILE),
                    {'summary': result.row(), 'history': result.history,
                     'test_client_accuracies': result.test.client_accuracies.tolist()},
                    indent=2, default=float)

@@ -1,4 +1,5 @@
-"""programs/report.py on a tiny compare output: tables, plots, errors, checked against the files."""
+"""The report (tff_meta.analysis.report, programs/report.py) on a tiny compare output: tables,
+plots and errors, checked against the run files."""
 
 import csv
 import json
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tff_meta.program import report
+from tff_meta.analysis import report
 
 SETTING = 'digits, mlp, p=20%'
 METHODS = {'fedavg': 'FedAvg', 'fedmeta_maml': 'FedMeta(MAML)'}

@@ -1,0 +1,27 @@
+"""tff_meta/analysis/tables.py: the exact Markdown text that the report, the programs and the README
+catalog print."""
+
+from tff_meta.analysis import tables
+
+
+def test_markdown_table_text():
+  assert tables.markdown_table(['a', 'b c'], [[1, 'x'], [2.5, '']]) == (
+      '| a | b c |\n|---|---|\n| 1 | x |\n| 2.5 |  |')
+  assert tables.markdown_table(['only'], []) == '| only |\n|---|'
+
+
+def test_format_table_keeps_the_columns_some_row_has():
+  row = dict(method='FedAvg', accuracy=91.234, client_mean=90.0, client_std=3.25, rounds=10.0,
+             mb_sent=1.5, train_seconds=12.34)
+  assert tables.format_table([row]) == (
+      '| Method | Accuracy % (all query points) | Client mean % | Client std % | Rounds '
+      '| MB sent (up+down) | Train s |\n'
+      '|---|---|---|---|---|---|---|\n'
+      '| FedAvg | 91.23 | 90.00 | 3.25 | 10 | 1.50 | 12.3 |')
+
+
+def test_cost_and_percent_formats():
+  assert tables.num(12345.6) == '12,346' and tables.num(0.012345) == '0.01235'
+  assert tables.mean_pm_std(2.0, 0.5, 1) == '2' and tables.mean_pm_std(2.0, 0.5, 3) == '2 ± 0.5'
+  assert tables.pct(12.5) == '12.50' and tables.pct(3.14159) == '3.14'
+  assert tables.pct_label(0.74) == '74%' and tables.pct_label(None) == 'target'

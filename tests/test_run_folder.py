@@ -1,0 +1,69 @@
+"""tff_meta/run_folder.py on run folders written by hand: costs per round, resumes, search."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+from tff_meta import run_folder
+
+CONFIG = ('algorithm = "fedavg"\ndataset = "digits"\nmodel = "mlp"\nsupport_fraction = 0.2\n'
+          'seed = 3\n')
+# Round 2 appears twice, as after a resume from round 1: the second row is the one that counts.
+METRICS = ('round,bytes_down,bytes_up,client_flops\n'
+           '1,100,10,1000\n2,999,999,999\n2,200,20,2000\n3,300,30,\n')
+RESULTS = {'summary': {'method': 'FedAvg', 'accuracy': 50.0},
+           'history': [{'round': 3, 'test_accuracy': 0.6}, {'round': 1, 'test_accuracy': 0.4}],
+           'test_client_accuracies': [0.5, 0.7]}
+
+
+def _write_run(folder, metrics=METRICS):
+  folder.mkdir(parents=True)
+  (folder / run_folder.CONFIG_FILE).write_text(CONFIG)
+  (folder / run_folder.METRICS_FILE).write_text(metrics)
+  (folder / run_folder.RESULTS_FILE).write_text(json.dumps(RESULTS))
+  return folder
+
+
+def test_load_run_sums_costs_per_round(tmp_path):
+  run = run_folder.load_run(str(_write_run(tmp_path / 'run')))
+  assert run.method == 'FedAvg' and run.algorithm == 'fedavg' and run.seed == 3
+  assert run.setting == run_folder.Setting('digits', 'mlp', 0.2)
+  assert run.setting.label == 'digits, mlp, p=20%'
+  assert [h['round'] for h in run.history] == [1.0, 3.0]   # sorted by round
+  np.testing.assert_array_equal(run.cum_bytes, [110, 330, 660])
+  assert run.cost_at(0) == (0.0, 0.0)
+  assert run.cost_at(2) == (330.0, 3000.0)
+  assert run.cost_at(3) == (660.0, None)   # round 3 has no client_flops
+  assert run.first_round_reaching(0.5) == 3 and run.first_round_reaching(0.7) is None
+
+
+def test_metrics_without_flops_and_with_a_gap(tmp_path):
+  run = run_folder.load_run(str(_write_run(
+      tmp_path / 'a', 'round,bytes_down,bytes_up\n1,1,2\n2,3,4\n3,5,6\n')))
+  assert not run.has_flops and run.cost_at(3) == (21.0, None)
+  gap = _write_run(tmp_path / 'b', 'round,bytes_down,bytes_up\n1,1,2\n3,5,6\n')
+  with pytest.raises(run_folder.RunFolderError, match=f'{gap}: metrics.csv: rounds are not 1, 2'):
+    run_folder.load_run(str(gap))
+
+
+def test_find_run_folders_skips_checkpoints_and_lists_unfinished(tmp_path):
+  done = _write_run(tmp_path / 'runs' / 'done')
+  (done / run_folder.CHECKPOINTS_DIR / 'inner').mkdir(parents=True)   # never searched
+  (done / run_folder.CHECKPOINTS_DIR / 'inner' / run_folder.RESULTS_FILE).write_text('{}')
+  going = tmp_path / 'runs' / 'going'
+  going.mkdir()
+  (going / run_folder.CONFIG_FILE).write_text(CONFIG)
+  found, unfinished = run_folder.find_run_folders([str(tmp_path / 'runs'), str(done)])
+  assert found == [str(done)] and unfinished == [str(going)]
+
+
+def test_reading_runs_and_reports_load_no_tensorflow():
+  code = ('import sys; from tff_meta import run_folder; from tff_meta.analysis import report; '
+          'print("tensorflow" in sys.modules or "tensorflow_federated" in sys.modules)')
+  out = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True,
+                       check=True)
+  assert out.stdout.strip() == 'False'

@@ -1,0 +1,170 @@
+"""Runs grouped into the cells of a results table, and the numbers of each cell.
+
+Runs are grouped by method (results.json's summary 'method') and setting
+(config's dataset, model and support_fraction); the runs of a group are its
+seeds, and a cell is their mean ± std (ddof=0), as in FedMeta Table 2. Runs of
+one method and setting whose configs differ in anything else (rounds, hparams,
+clients per round, ...) are split into variants, named after the keys that
+differ, so that a sweep folder is never averaged as if it were seeds.
+
+The cost of a group is measured up to the first evaluation reaching a target
+accuracy, FedMeta Fig. 3's (FEMNIST 74%, Shakespeare 38%, Sent140 70%) unless
+the user gives one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tff_meta.evaluation import fairness
+from tff_meta.run_folder import Run, RunFolderError, Setting
+
+# FedMeta Fig. 3's targets: FEMNIST 74%, Shakespeare 38%, Sent140 70%.
+PAPER_TARGETS = {'emnist': 0.74, 'leaf_femnist': 0.74, 'shakespeare': 0.38,
+                 'leaf_shakespeare': 0.38, 'leaf_sent140': 0.70}
+# Display order of the known algorithms (the paper's); others follow by name.
+METHOD_ORDER = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd')
+# Config keys that name the group, or do not change what is trained.
+_NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'checkpoint_every',
+                               'method_hparams', 'algorithm', 'dataset', 'model',
+                               'support_fraction', 'data.cache_dir',
+                               # round paths with identical results (tests check this)
+                               'resident_state', 'rounds_per_call'})
+# Keys added after runs were made: a config.toml without one had this value.
+_KEY_DEFAULTS = {'resample_support': False}
+
+
+@dataclasses.dataclass
+class Group:
+  """The runs (seeds) of one method, or one variant of it, in one setting."""
+  setting: Setting
+  algorithm: str
+  method: str          # display name, with the variant when there is one
+  runs: List[Run]
+
+  @property
+  def seeds(self) -> List[int]:
+    return sorted(r.seed for r in self.runs)
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
+  out = {}
+  for k, v in d.items():
+    key = f'{prefix}{k}'
+    if isinstance(v, Mapping):
+      out.update(_flatten(v, key + '.'))
+    else:
+      out[key] = tuple(v) if isinstance(v, list) else v
+  return out
+
+
+def method_key(algorithm: str) -> Tuple[int, str]:
+  """Sort key: the paper's methods in METHOD_ORDER first, then the others by name."""
+  return (METHOD_ORDER.index(algorithm) if algorithm in METHOD_ORDER else len(METHOD_ORDER),
+          algorithm)
+
+
+def group_runs(runs: Sequence[Run]) -> Tuple[List[Group], List[str]]:
+  """Groups by setting and method (splitting variants); returns (groups, notes)."""
+  by_key: Dict[Tuple[Setting, str, str], List[Run]] = {}
+  for run in runs:
+    by_key.setdefault((run.setting, run.method, run.algorithm), []).append(run)
+  groups, notes = [], []
+  for (setting, method, algorithm), members in by_key.items():
+    flat = [{k: v for k, v in {**_KEY_DEFAULTS, **_flatten(r.config)}.items()
+             if k not in _NOT_VARIANT_KEYS and k.split('.')[0] not in _NOT_VARIANT_KEYS}
+            for r in members]
+    keys = sorted(set().union(*flat))
+    varying = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+    variants: Dict[str, List[Run]] = {}
+    for run, f in zip(members, flat):
+      label = ', '.join(f'{k.removeprefix("hparams.")}={f.get(k)}' for k in varying)
+      variants.setdefault(label, []).append(run)
+    for label, vruns in sorted(variants.items()):
+      name = f'{method} [{label}]' if label else method
+      vruns = sorted(vruns, key=lambda r: (r.seed, r.path))
+      seeds = [r.seed for r in vruns]
+      dup = sorted({s for s in seeds if seeds.count(s) > 1})
+      if dup:
+        notes.append(f'{name} on {setting.label}: more than one run with seed(s) {dup} '
+                     '(each counts as a run in the mean): '
+                     + ', '.join(r.path for r in vruns if r.seed in dup))
+      groups.append(Group(setting=setting, algorithm=algorithm, method=name, runs=vruns))
+  groups.sort(key=lambda g: (g.setting, method_key(g.algorithm), g.method))
+  return groups, notes
+
+
+def parse_targets(text: str) -> Dict[Optional[str], float]:
+  """'0.74' (every dataset) or 'emnist=0.74,shakespeare=0.38[,0.5]' -> {dataset or None: target}."""
+  out: Dict[Optional[str], float] = {}
+  for part in (p.strip() for p in (text or '').split(',')):
+    if not part:
+      continue
+    name, _, value = part.rpartition('=')
+    try:
+      target = float(value)
+    except ValueError:
+      target = float('nan')
+    if not 0 < target <= 1:
+      raise RunFolderError(f'--target_accuracy: {part!r} is not a fraction in (0, 1] '
+                           '(write 0.74 for 74%, or dataset=0.74)')
+    out[name.strip() or None] = target
+  return out
+
+
+def target_for(setting: Setting, targets: Mapping[Optional[str], float]) -> Optional[float]:
+  """The flag's value for the dataset, else its bare value, else FedMeta's target, else None."""
+  if setting.dataset in targets:
+    return targets[setting.dataset]
+  if None in targets:
+    return targets[None]
+  return PAPER_TARGETS.get(setting.dataset)
+
+
+def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
+  arr = np.asarray(values, np.float64)
+  return float(np.mean(arr)), float(np.std(arr))
+
+
+def group_stats(group: Group, target: Optional[float]) -> Dict[str, Any]:
+  """The numbers of one table row. Accuracies in percent; std over runs is ddof=0."""
+  runs = group.runs
+  acc, acc_std = _mean_std([float(r.summary['accuracy']) for r in runs])
+  pooled = pooled_client_accuracies(group)
+  row = dict(
+      setting=group.setting.label, method=group.method, algorithm=group.algorithm,
+      runs=len(runs), seeds=' '.join(str(s) for s in group.seeds),
+      accuracy=acc, accuracy_std=acc_std,
+      client_mean=100 * float(np.mean(pooled)), worst10=100 * fairness.worst_mean(pooled),
+      rounds=int(max(int(r.summary.get('rounds', r.history[-1]['round'] if r.history else 0))
+                     for r in runs)),
+      target=target)
+  if target is None:
+    return row
+  reached = [(r, r.first_round_reaching(target)) for r in runs]
+  reached = [(r, k) for r, k in reached if k is not None]
+  row['reached'] = len(reached)
+  if reached:
+    costs = [r.cost_at(k) for r, k in reached]
+    row['rounds_to_target'], row['rounds_to_target_std'] = _mean_std([k for _, k in reached])
+    row['mb_to_target'], row['mb_to_target_std'] = _mean_std([b / 1e6 for b, _ in costs])
+    if all(f is not None for _, f in costs):
+      row['gflops_to_target'], row['gflops_to_target_std'] = _mean_std([f / 1e9 for _, f in costs])
+  return row
+
+
+def pooled_client_accuracies(group: Group) -> np.ndarray:
+  """The final per-client test accuracies (fractions) of all runs of `group`, finite only."""
+  return np.concatenate([fairness.clean(r.client_accuracies) for r in group.runs])
+
+
+def fairness_rows(groups: Sequence[Group]) -> List[Dict[str, Any]]:
+  """Per group: the pooled final per-client accuracies of all its runs, summarized (percent)."""
+  out = []
+  for g in groups:
+    s = fairness.summarize(100 * pooled_client_accuracies(g))
+    out.append(dict(setting=g.setting.label, method=g.method, runs=len(g.runs), **s.as_dict()))
+  return out
