@@ -6,6 +6,11 @@
   CLIENTS-placed values that come from a `FederatedDataSource` of sequences;
   our client data are structs of tensors, so the loop calls the pool's
   context directly and keeps tff.program's state and release managers);
+- runs each round on the `RoundRunner` (`runtime/rounds.py`) that
+  `runner_choice.choose_runner` picks from the config and the pool: plain,
+  chunked, resident or pool-resident, all with the results of `process.next`;
+  one `Schedule` says on which rounds it evaluates and checkpoints (and so
+  when a runner fetches the state), one `RoundSampler` samples the clients;
 - names a worker that stops answering (`WorkerUnavailableError`);
 - checkpoints the server state with `FileProgramStateManager`; a killed run
   restarts at the round after its last checkpoint, and the metric files drop
@@ -270,26 +275,38 @@ def _train(runner: RoundRunner, pool: WorkerPool, store: Optional[ClientStateSto
     return result
 
 
-def _rejections(alg: Algorithm, metrics, round_num: int, num_clients: int, streak: int,
-                output_dir: str) -> Tuple[int, int]:
-  """(rejected updates this round, rounds in a row with every update rejected); stops a
-  run whose every update was non-finite for DIVERGENCE_PATIENCE rounds."""
-  rejected = int(metrics['num_rejected'])
-  if rejected:
-    logging.warning('Round %d: rejected %d of %d client updates as non-finite; state kept '
-                    'for their share.', round_num, rejected, num_clients)
-  streak = streak + 1 if rejected == num_clients else 0
-  if streak >= DIVERGENCE_PATIENCE:
-    raise TrainingDivergedError(
-        f'{alg.display_name}: every client update was non-finite for {DIVERGENCE_PATIENCE} '
-        f'rounds (up to round {round_num}); the last good state is in '
-        f'{output_dir}/checkpoints. Lower the learning rates (inner_lr / client_lr / server_lr).')
-  return rejected, streak
+@dataclasses.dataclass
+class Divergence:
+  """Stops a run whose every client update was non-finite for DIVERGENCE_PATIENCE rounds."""
+  alg: Algorithm
+  output_dir: str
+  streak: int = 0   # rounds in a row with every update rejected
+
+  def check(self, metrics, round_num: int, num_clients: int) -> None:
+    rejected = int(metrics['num_rejected'])
+    if rejected:
+      logging.warning('Round %d: rejected %d of %d client updates as non-finite; state kept '
+                      'for their share.', round_num, rejected, num_clients)
+    self.streak = self.streak + 1 if rejected == num_clients else 0
+    if self.streak >= DIVERGENCE_PATIENCE:
+      raise TrainingDivergedError(
+          f'{self.alg.display_name}: every client update was non-finite for '
+          f'{DIVERGENCE_PATIENCE} rounds (up to round {round_num}); the last good state is in '
+          f'{self.output_dir}/checkpoints. Lower the learning rates (inner_lr / client_lr / '
+          'server_lr).')
 
 
-def _mean(metrics, key: str) -> float:
-  n = float(metrics['num_examples'])
-  return float(metrics[key]) / n if n > 0 else float('nan')
+def _train_row(alg: Algorithm, metrics, batch, per_round: dict,
+               t0: float) -> collections.OrderedDict:
+  """The round's metrics.csv row; `t0` is when the round started."""
+  def mean(key):
+    n = float(metrics['num_examples'])
+    return float(metrics[key]) / n if n > 0 else float('nan')
+  return collections.OrderedDict(
+      train_loss=mean('loss_sum'), train_accuracy=mean('correct'),
+      num_rejected=int(metrics['num_rejected']),
+      bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
+      client_flops=_round_flops(alg, batch), round_seconds=time.perf_counter() - t0)
 
 
 async def _checkpoint(state_manager, store: Optional[ClientStateStore], state,
@@ -334,29 +351,24 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                            round_batch=lambda r: sampler.sample(r).batch,
                            needs_state=schedule.needs_state)
     bar = _progress(rounds, start, alg.display_name, show_progress)
-    train_seconds, all_rejected_streak, last_eval = 0.0, 0, float('nan')
+    train_seconds, last_eval, divergence = 0.0, float('nan'), Divergence(alg, output_dir)
     with runner:
       for round_num in range(start + 1, rounds + 1):
         sampled = sampler.sample(round_num)
         t0 = time.perf_counter()
         state, metrics, _ = _train(runner, pool, store, state, round_num, sampled)
         train_seconds += time.perf_counter() - t0
-        loss, accuracy = _mean(metrics, 'loss_sum'), _mean(metrics, 'correct')
-        rejected, all_rejected_streak = _rejections(
-            alg, metrics, round_num, len(sampled.clients), all_rejected_streak, output_dir)
-        await train_release.release(collections.OrderedDict(
-            train_loss=loss, train_accuracy=accuracy, num_rejected=rejected,
-            bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
-            client_flops=_round_flops(alg, sampled.batch),
-            round_seconds=time.perf_counter() - t0), key=round_num)
+        divergence.check(metrics, round_num, len(sampled.clients))
+        row = _train_row(alg, metrics, sampled.batch, per_round, t0)
+        await train_release.release(row, key=round_num)
         if schedule.evaluates(round_num):
-          row, summary = evaluation.row(state, round_num)
-          await eval_release.release(row, key=round_num)
+          eval_row, summary = evaluation.row(state, round_num)
+          await eval_release.release(eval_row, key=round_num)
           last_eval = summary.accuracy
           final = summary if round_num == rounds else final
         if schedule.checkpoints(round_num):
           await _checkpoint(state_manager, store, state, round_num)
-        _show_progress(bar, loss, accuracy, last_eval, privacy, round_num)
+        _show_progress(bar, row, last_eval, privacy, round_num)
     if bar is not None:
       bar.close()
 
@@ -367,10 +379,10 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                  output_dir, final_eval_rounds, privacy)
 
 
-def _show_progress(bar, loss: float, accuracy: float, last_eval: float,
-                   privacy: Optional[Budget], round_num: int) -> None:
+def _show_progress(bar, row, last_eval: float, privacy: Optional[Budget], round_num: int) -> None:
   if bar is not None:
-    postfix = dict(loss=f'{loss:.3f}', acc=f'{accuracy:.3f}', test_acc=f'{last_eval:.3f}')
+    postfix = dict(loss=f'{row["train_loss"]:.3f}', acc=f'{row["train_accuracy"]:.3f}',
+                   test_acc=f'{last_eval:.3f}')
     if privacy is not None:
       postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
     bar.set_postfix(refresh=False, **postfix)
