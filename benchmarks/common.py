@@ -15,12 +15,13 @@ import tensorflow as tf
 
 import tensorflow_federated as tff
 
-from tff_meta.algorithms import ALGORITHMS, Hparams, multi_round
+from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.algorithms import process as process_lib
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.data import load_dataset, protocol
 from tff_meta.program.config import ExperimentConfig
-from tff_meta.program.training_loop import round_path
+from tff_meta.program.runner_choice import choose_runner
+from tff_meta.runtime.chunked import MultiRoundCalls
 from tff_meta.runtime.resident import ResidentRounds
 
 # TFF and plain TF must agree after the first call to this relative tolerance.
@@ -118,26 +119,24 @@ def plain_tf_round(proc, initial_state, batch):
 def tff_rounds(alg, batch, mode, pool, num_calls):
   """(rounds per call, run(state, call) -> state after the call, close()) for `mode`.
 
-  `default` is the path `programs.train` takes with no flag: the training
-  loop's own `round_path` with the config defaults (`rounds_per_call`,
-  `resident_state`); `resident` is `ResidentRounds`; an integer k is
-  `RoundRunner(process, k)`. The state is fetched after the first call (the
-  check) and the last.
+  `default` is the path `programs.train` takes with no flag: the runner the
+  training loop's own `choose_runner` picks with the config defaults
+  (`rounds_per_call`, `resident_state`); `resident` is `ResidentRounds`; an
+  integer k is `MultiRoundCalls(process, k)`. The state is fetched after the
+  first call (the check) and the last.
   """
-  must_stop = lambda r: r in (1, num_calls)
+  needs_state = lambda r: r in (1, num_calls)
   if mode in ('default', 'resident'):
     if mode == 'default':
       defaults = ExperimentConfig()
-      path = round_path(alg, pool, None, defaults.rounds_per_call, defaults.resident_state,
-                        len(batch), lambda r: batch, must_stop)
+      runner = choose_runner(alg, pool, rounds_per_call=defaults.rounds_per_call,
+                             resident_state=defaults.resident_state, num_clients=len(batch),
+                             round_batch=lambda r: batch, needs_state=needs_state)
     else:
-      path = ResidentRounds(alg.process, pool.addresses[0], len(batch), lambda r: batch,
-                            must_stop)
-    if path is None:   # the training loop's plain path: process.next per round
-      return 1, lambda state, call: alg.process.next(state, batch)[0], lambda: None
-    return 1, lambda state, call: path.next(state, call + 1)[0], path.close
-  runner = multi_round.RoundRunner(alg.process, int(mode))
-  return int(mode), lambda state, call: runner.run(state, [batch] * int(mode))[0], lambda: None
+      runner = ResidentRounds(alg.process, pool.addresses[0], len(batch), needs_state)
+    return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close
+  calls = MultiRoundCalls(alg.process, int(mode))
+  return int(mode), lambda state, call: calls.run(state, [batch] * int(mode))[0], lambda: None
 
 
 def time_setting(alg, batch, mode, pool, calls, warmup):

@@ -22,8 +22,9 @@ from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.algorithms import multi_round  # noqa: E402
-from tff_meta.program import client_data, logs  # noqa: E402
+from tff_meta.program import logs  # noqa: E402
+from tff_meta.program.training_loop import RoundSampler  # noqa: E402
+from tff_meta.runtime.chunked import ChunkedRounds  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.resident import ResidentRounds  # noqa: E402
 
@@ -46,9 +47,8 @@ def main(argv):
   env = common.worker_env(FLAGS.worker_env)
   total = FLAGS.warmup + FLAGS.rounds
 
-  def round_batch(r):
-    idx = client_data.sample_clients(len(clients), FLAGS.clients, 0, r)
-    return client_data.round_data(alg.train_data, [clients[i] for i in idx], 0, r)
+  sampler = RoundSampler(alg.train_data, clients, FLAGS.clients, seed=0)
+  round_batch = lambda r: sampler.sample(r).batch
 
   print(f'{alg.display_name}, {FLAGS.model} ({model.num_parameters:,} parameters), '
         f'{FLAGS.clients} of {len(clients)} clients per round, rounds_per_call={k}, '
@@ -58,19 +58,19 @@ def main(argv):
     pids = {'python': os.getpid(), 'worker': common.worker_pids(pool)[0]}
     sampled = lambda r: r == total or (r >= FLAGS.warmup and (r - FLAGS.warmup) % FLAGS.every == 0)
     if FLAGS.resident_state:
-      chunked = ResidentRounds(alg.process, pool.addresses[0], FLAGS.clients, round_batch, sampled)
+      runner = ResidentRounds(alg.process, pool.addresses[0], FLAGS.clients, sampled)
     else:
-      chunked = multi_round.ChunkedRounds(alg.process, k, round_batch, must_stop=sampled)
+      runner = ChunkedRounds(alg.process, k, round_batch, needs_state=sampled)
     samples = {name: {} for name in pids}
     with tff.framework.get_context_stack().install(pool.context), common.Clock() as clock:
       state = alg.process.initialize()
       for r in range(1, total + 1):
-        state, _ = chunked.next(state, r)
+        state = runner.next(state, r, round_batch(r)).state
         if sampled(r):
           for name, pid in pids.items():
             samples[name][r] = common.rss_mb(pid)
     peaks = {name: common.peak_rss_mb(pid) for name, pid in pids.items()}
-    chunked.close()
+    runner.close()
   print(f'{total} rounds in {clock.wall:.0f} s; RSS in MB at rounds '
         f'{", ".join(str(r) for r in samples["python"])}')
   common.table(['process', 'RSS after warm-up', f'RSS after {FLAGS.rounds} more rounds',

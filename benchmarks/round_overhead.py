@@ -7,12 +7,12 @@ r"""Round overhead: a TFF round against the same math in one plain-TF graph (iss
 For each algorithm and each --modes entry, the same real clients' data are
 run for every round:
 - TFF, on a project-owned local C++ worker:
-  - `default`: what `programs.train` runs with no flag, chosen by the
-    training loop's own `round_path` from the config defaults (today the
-    resident path below, issue #13);
-  - k (an integer): `RoundRunner(process, k)`: one `process.next` per round
-    for k = 1 (the state travels between Python and the worker every round),
-    one k-round computation per call for k > 1
+  - `default`: what `programs.train` runs with no flag, the runner the
+    training loop's own `choose_runner` picks from the config defaults
+    (today the resident path below, issue #13);
+  - k (an integer): `MultiRoundCalls(process, k)`: one `process.next` per
+    round for k = 1 (the state travels between Python and the worker every
+    round), one k-round computation per call for k > 1
     (`tff_meta/algorithms/multi_round.py`; the state travels once per call);
   - `resident`: `ResidentRounds` (`tff_meta/runtime/resident.py`): one
     `process.next` per round, the state stays on the worker and is fetched
@@ -46,7 +46,7 @@ flags.DEFINE_list('algorithms', ['fedavg', 'fedmeta_maml', 'fedmeta_fomaml', 'fe
                   'Algorithms to time (overrides --algorithm).')
 flags.DEFINE_list('modes', ['default', '1', '10'],
                   'Settings to time: default = the path programs.train takes with no flag '
-                  '(training_loop.round_path); an integer k = rounds_per_call k; resident = the '
+                  '(runner_choice.choose_runner); an integer k = rounds_per_call k; resident = the '
                   'state stays on the worker (one round per call).')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting (median, min, max reported).')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first (the first one is checked).')

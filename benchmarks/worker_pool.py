@@ -63,15 +63,15 @@ def main(argv):
     rounds_of = {}
     if FLAGS.resident_state:   # state fetched after round 1 (the check) and at the end
       last = FLAGS.warmup + FLAGS.rounds
-      rounds_of = {n: PoolResidentRounds(alg.process, p.addresses, len(batch), lambda r: batch,
-                                         must_stop=lambda r: r in (1, last))
+      rounds_of = {n: PoolResidentRounds(alg.process, p.addresses, len(batch),
+                                         needs_state=lambda r: r in (1, last))
                    for n, p in pools.items()}
     for r in range(FLAGS.warmup + FLAGS.rounds):
       for n, pool in pools.items():
         worker_clock = common.Clock(common.worker_pids(pool), include_self=False)
         with tff.framework.get_context_stack().install(pool.context), clocks[n], worker_clock:
           if rounds_of:
-            states[n], _ = rounds_of[n].next(states[n], r + 1)
+            states[n] = rounds_of[n].next(states[n], r + 1, batch).state
           else:
             states[n], _ = alg.process.next(states[n], batch)
         if r < FLAGS.warmup:

@@ -10,13 +10,13 @@ from tff_meta.runtime.resident import ResidentRounds
 def test_resident_rounds_equal_process_next_and_fetch_only_at_stops(tff_context):
   proc, round_batch = helpers.fedmeta_rounds('metasgd', 3)
 
-  resident = ResidentRounds(proc, f'localhost:{tff_context.port}', 3, round_batch,
-                            must_stop=lambda r: r in (2, 5))
+  resident = ResidentRounds(proc, f'localhost:{tff_context.port}', 3,
+                            needs_state=lambda r: r in (2, 5))
   state = single = proc.initialize()
   try:
     for r in range(1, 6):
       single, expected = proc.next(single, round_batch(r))
-      state, metrics = resident.next(state, r)
+      state, metrics, _ = resident.next(state, r, round_batch(r))
       for key in expected:
         np.testing.assert_allclose(metrics[key], expected[key], rtol=1e-5)
       # Fetched at the stops only; in between the caller keeps the last fetched state.
@@ -24,7 +24,7 @@ def test_resident_rounds_equal_process_next_and_fetch_only_at_stops(tff_context)
     for x, y in zip(tf.nest.flatten(state), tf.nest.flatten(single)):
       np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
     # A state that was not returned by `next` is uploaded: restart from the initial state.
-    restarted, _ = resident.next(proc.initialize(), 2)
+    restarted = resident.next(proc.initialize(), 2, round_batch(2)).state
     assert int(restarted['round_num']) == 1
   finally:
     resident.close()

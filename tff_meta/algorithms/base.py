@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import tensorflow_federated as tff
 
+from tff_meta.algorithms.federated_process import FederatedProcess
 from tff_meta.registry import Registry
 
 
@@ -58,7 +59,7 @@ class Algorithm:
   Attributes:
     name: registry name, e.g. 'fedmeta_maml'.
     display_name: the paper's name, e.g. 'FedMeta(MAML)'.
-    process: `tff.templates.IterativeProcess` (see `algorithms.process`).
+    process: the training process (`algorithms.federated_process`).
     evaluate: federated evaluation (see `evaluation.personalized`).
     train_data: 'episode' (support/query tensors) or 'full' (x, y = all data).
     client_flops: optional `fn(one client's round data) -> int`, the FLOPs of
@@ -72,7 +73,7 @@ class Algorithm:
   """
   name: str
   display_name: str
-  process: tff.templates.IterativeProcess
+  process: FederatedProcess
   evaluate: tff.Computation
   train_data: str
   client_flops: Optional[Callable[[Any], int]] = None
@@ -81,7 +82,7 @@ class Algorithm:
   @property
   def stateful(self) -> bool:
     """Whether clients keep state between rounds (`algorithms.stateful`)."""
-    return hasattr(self.process, 'initial_client_state')
+    return self.process.stateful
 
   @staticmethod
   def params(state) -> collections.OrderedDict:

@@ -41,6 +41,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import aggregation
+from tff_meta.algorithms.federated_process import FederatedProcess, RoundPieces
 
 WEIGHTINGS = ('uniform', 'num_examples')
 METRIC_NAMES = ('loss_sum', 'correct', 'num_examples')
@@ -254,13 +255,15 @@ def aggregated_body(server, server_optimizer, model_aggregator, client_update, c
 def build_round(
     *, initial_params: Mapping[str, list], client_fn: Callable, client_work: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer, weighting: str,
-    client_state_type=None, model_aggregator=None) -> tff.templates.IterativeProcess:
-  """The one round's `IterativeProcess`, with or without client state.
+    client_state_type=None, initial_client_state=None,
+    model_aggregator=None) -> FederatedProcess:
+  """The one round's `FederatedProcess`, with or without client state.
 
   Shared by `build_federated_process` and `stateful.build_stateful_process`.
   `client_work` is the pure-TF client step: `(params, data) -> contribution`
-  or, with `client_state_type` (the type of one client's state), `(params,
-  client_state, data) -> (contribution, new_client_state)`; `client_fn` is
+  or, with `client_state_type` (the type of one client's state, whose new
+  clients start from `initial_client_state`), `(params, client_state, data)
+  -> (contribution, new_client_state)`; `client_fn` is
   the algorithm's function it wraps, exposed for plain-TF references. With
   a client state, `next` takes and returns it CLIENTS-placed:
       next: (<state@SERVER, {C}@CLIENTS, {D}@CLIENTS>
@@ -329,33 +332,23 @@ def build_round(
 
   if model_aggregator is not None and aggregation.uses_secure_sum(next_fn):
     next_fn = aggregation.simulated(next_fn)
-  process = tff.templates.IterativeProcess(initialize, next_fn)
-  # Exposed for cost accounting (bytes per round) and tests.
-  process.params_type = params_type
-  process.client_output_type = contribution_type
-  process.client_update = client_update
-  process.model_aggregator = model_aggregator
-  if client_state_type is None and model_aggregator is None:
-    # The round's TFF pieces, for processes that reuse them (multi_round.py and
-    # pool_resident.py, which refuse a process without them: a stateful one, or
-    # one with a model_aggregator).
-    process.data_type = data_type
-    process.get_params = get_params
-    process.server_update = server_update
-    process.round_metrics = round_metrics
-  if client_state_type is not None:
-    process.client_state_type = client_state_type
-  # The pure-TF round pieces, for plain-TF references (benchmarks/round_overhead.py).
-  process.client_fn = client_fn
-  process.weighting = weighting
-  process.server_optimizer = server_optimizer
-  return process
+  # The round's pieces, for runners that recombine them (runtime/chunked.py and
+  # runtime/pool_resident.py, which refuse a process without them).
+  pieces = (RoundPieces(data_type=data_type, get_params=get_params, client_update=client_update,
+                        server_update=server_update, round_metrics=round_metrics)
+            if client_state_type is None and model_aggregator is None else None)
+  return FederatedProcess(
+      initialize, next_fn, get_model_weights=get_params, params_type=params_type,
+      data_type=data_type, client_output_type=contribution_type, client_update=client_update,
+      client_fn=client_fn, weighting=weighting, server_optimizer=server_optimizer,
+      client_state_type=client_state_type, initial_client_state=initial_client_state,
+      model_aggregator=model_aggregator, pieces=pieces)
 
 
 def build_federated_process(
     *, initial_params: Mapping[str, list], client_fn: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer,
-    weighting: str = 'uniform', model_aggregator=None) -> tff.templates.IterativeProcess:
+    weighting: str = 'uniform', model_aggregator=None) -> FederatedProcess:
   """Builds `initialize`/`next` around `client_fn`.
 
   Args:

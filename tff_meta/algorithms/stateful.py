@@ -78,7 +78,7 @@ def client_update_fn(client_fn: Callable, weighting: str, params, client_state, 
 def build_stateful_process(
     *, initial_params: Mapping[str, list], initial_client_state: Mapping,
     client_fn: Callable, client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer,
-    weighting: str = 'uniform', model_aggregator=None) -> tff.templates.IterativeProcess:
+    weighting: str = 'uniform', model_aggregator=None) -> process.FederatedProcess:
   """Builds the stateful round around `client_fn`.
 
   Args:
@@ -101,8 +101,7 @@ def build_stateful_process(
                                     premultiply=model_aggregator is None),
       client_data_spec=client_data_spec, server_optimizer=server_optimizer, weighting=weighting,
       client_state_type=tff.types.tensorflow_to_type(_spec(initial_client_state)),
-      model_aggregator=model_aggregator)
-  proc.initial_client_state = initial_client_state
+      initial_client_state=initial_client_state, model_aggregator=model_aggregator)
   return proc
 
 

@@ -2,6 +2,7 @@
 
 import logging as py_logging
 import os
+import sys
 
 from absl import flags, logging
 
@@ -12,3 +13,13 @@ def quiet() -> None:
     logging.set_verbosity(logging.WARNING)
   py_logging.getLogger('tensorflow').setLevel(py_logging.ERROR)
   py_logging.getLogger('matplotlib').setLevel(py_logging.WARNING)
+
+
+def note(message: str) -> None:
+  """A one-line note on stderr (once per message per process)."""
+  if message not in _NOTED:
+    _NOTED.add(message)
+    print(f'note: {message}', file=sys.stderr)
+
+
+_NOTED = set()

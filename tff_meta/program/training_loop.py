@@ -6,6 +6,11 @@
   CLIENTS-placed values that come from a `FederatedDataSource` of sequences;
   our client data are structs of tensors, so the loop calls the pool's
   context directly and keeps tff.program's state and release managers);
+- runs each round on the `RoundRunner` (`runtime/rounds.py`) that
+  `runner_choice.choose_runner` picks from the config and the pool: plain,
+  chunked, resident or pool-resident, all with the results of `process.next`;
+  one `Schedule` says on which rounds it evaluates and checkpoints (and so
+  when a runner fetches the state), one `RoundSampler` samples the clients;
 - names a worker that stops answering (`WorkerUnavailableError`);
 - checkpoints the server state with `FileProgramStateManager`; a killed run
   restarts at the round after its last checkpoint, and the metric files drop
@@ -34,25 +39,27 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow_federated as tff
 from absl import logging
 
-from tff_meta.algorithms import Algorithm, multi_round, stateful
-from tff_meta.data.protocol import ProtocolData
+from tff_meta.algorithms import Algorithm, stateful
+from tff_meta.data.protocol import ClientSplit, ProtocolData
 from tff_meta.evaluation import communication, personalized
 from tff_meta.program import checkpoints, client_data, files
-from tff_meta.program.config import ConfigError
 from tff_meta.program.client_states import ClientStateStore
+from tff_meta.program.logs import note
 from tff_meta.program.privacy import Budget
+from tff_meta.program.runner_choice import choose_runner
 from tff_meta.run_folder import (CHECKPOINTS_DIR, CLIENT_STATES_DIR, EVAL_FILE, METRICS_FILE,
                                  RESULTS_FILE, TENSORBOARD_DIR, TENSORBOARD_EVAL_DIR)
-from tff_meta.runtime import pool_resident, resident
 from tff_meta.runtime.pool import WorkerPool
+from tff_meta.runtime.rounds import RoundResult, RoundRunner
 
 DIVERGENCE_PATIENCE = 5
+PRIMARY = 'test'   # the split whose accuracy a run reports
 
 
 class TrainingDivergedError(RuntimeError):
@@ -142,70 +149,175 @@ def _eval_row(split_name, summary) -> Dict[str, float]:
           f'{split_name}_client_std': summary.client_std}
 
 
-def round_path(alg: Algorithm, pool: WorkerPool, store, rounds_per_call: int,
-               resident_state: bool, num_clients: int, round_batch, must_stop):
-  """The fast round path for this run, or None for TFF's plain `process.next`.
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+  """The loop's one stop rule: on which rounds it evaluates and checkpoints.
 
-  `resident_state` (the default, issue #13) keeps the server state on the
-  worker: `ResidentRounds` on one worker, `PoolResidentRounds` on a pool. It
-  falls back to the plain path, with a one-line note, where it cannot apply:
-  with `rounds_per_call` > 1 (which runs its own chunks) and for algorithms
-  with client state (`store`) on a pool. Every path gives the same results.
-  `round_batch(round_num)` gives a round's client data (`num_clients` of
-  them); `must_stop(round_num)` says on which rounds the caller needs the
-  state. The benchmarks call this too, so that their `default` mode times
-  the path a run takes.
-  A process with a `model_aggregator` (DP, secure aggregation: its state
-  changes in ways the fused sum cannot relay) runs one round per call,
-  resident on one worker, through TFF's mergeable context on a pool.
+  Evaluation every `eval_every` rounds and at each of the last
+  `final_eval_rounds`; a checkpoint every `checkpoint_every` rounds; both at
+  the last round. The runners fetch the state exactly on those rounds
+  (`needs_state`).
   """
-  if getattr(alg.process, 'model_aggregator', None) is not None:
-    if rounds_per_call > 1 or (resident_state and len(pool.addresses) > 1):
-      note(f'{alg.display_name}: with DP or secure aggregation the round runs one per TFF call'
-           + (' with the server state resident on the worker' if len(pool.addresses) == 1
-              and resident_state else ' through TFF\'s plain execution context')
-           + ' (rounds_per_call and the pool\'s relayed sums need the plain mean).')
-    rounds_per_call = 1
-    resident_state = resident_state and len(pool.addresses) == 1
-  if len(pool.addresses) > 1 and (rounds_per_call > 1 or store is not None):
-    if rounds_per_call > 1:
-      raise ConfigError(
-          f'On a worker pool ({len(pool.addresses)} workers) rounds_per_call must be 1; '
-          'set rounds_per_call = 1 (the pool keeps the state resident on worker 0).')
-    if resident_state:
-      note(f'{alg.display_name} keeps state per client, so on a pool of '
-           f'{len(pool.addresses)} workers its rounds go through TFF\'s mergeable context '
-           '(resident server state needs one worker for such algorithms).')
-    resident_state = False
-  if rounds_per_call > 1:
-    if store is not None:
-      raise ConfigError(
-          f'rounds_per_call={rounds_per_call} needs an algorithm without client state '
-          f'({alg.display_name} keeps state per client, which changes between the unrolled '
-          'rounds); use resident_state = true instead, or rounds_per_call = 1.')
-    if resident_state:
-      note(f'rounds_per_call={rounds_per_call}: the server state crosses once per call of '
-           f'{rounds_per_call} rounds instead of staying resident on the worker.')
-    resident_state = False
-  if rounds_per_call == 1 and not resident_state:
-    return None
-  if resident_state and len(pool.addresses) > 1:
-    return pool_resident.PoolResidentRounds(alg.process, pool.addresses, num_clients,
-                                            round_batch, must_stop)
-  if resident_state:
-    return resident.ResidentRounds(alg.process, pool.addresses[0], num_clients, round_batch,
-                                   must_stop)
-  return multi_round.ChunkedRounds(alg.process, rounds_per_call, round_batch, must_stop)
+  rounds: int
+  eval_every: int
+  checkpoint_every: int
+  final_eval_rounds: int = 1
+
+  def evaluates(self, round_num: int) -> bool:
+    return (round_num % self.eval_every == 0 or round_num == self.rounds
+            or round_num > self.rounds - self.final_eval_rounds)
+
+  def checkpoints(self, round_num: int) -> bool:
+    return round_num % self.checkpoint_every == 0 or round_num == self.rounds
+
+  def needs_state(self, round_num: int) -> bool:
+    return self.evaluates(round_num) or self.checkpoints(round_num)
 
 
-def note(message: str) -> None:
-  """A one-line note on stderr (once per message per process)."""
-  if message not in _NOTED:
-    _NOTED.add(message)
-    print(f'note: {message}', file=sys.stderr)
+class SampledRound(NamedTuple):
+  clients: List[ClientSplit]
+  batch: List   # the clients' round data, as the process takes it
 
 
-_NOTED = set()
+@dataclasses.dataclass(frozen=True)
+class RoundSampler:
+  """The loop's one client sampling: a round's clients and their data.
+
+  Seeded by (seed, round) (`client_data`), so a resumed run, and the later
+  rounds `ChunkedRounds` samples ahead, get exactly the clients and data of
+  an uninterrupted run of single rounds.
+  """
+  kind: str                          # Algorithm.train_data
+  clients: Sequence[ClientSplit]     # the training clients
+  clients_per_round: int
+  seed: int
+  resample: bool = False             # resample_support
+
+  @property
+  def num_clients(self) -> int:
+    return min(self.clients_per_round, len(self.clients))
+
+  def sample(self, round_num: int) -> SampledRound:
+    idx = client_data.sample_clients(len(self.clients), self.clients_per_round, self.seed,
+                                     round_num)
+    clients = [self.clients[i] for i in idx]
+    return SampledRound(clients, client_data.round_data(self.kind, clients, self.seed, round_num,
+                                                        resample=self.resample))
+
+
+@dataclasses.dataclass
+class Evaluation:
+  """The evaluation row of a round: new clients (test, validation) and known ones."""
+  alg: Algorithm
+  data: ProtocolData
+  pool: WorkerPool
+  seed: int
+  store: Optional[ClientStateStore] = None
+  privacy: Optional[Budget] = None
+
+  def row(self, state, round_num: int) -> Tuple[Dict[str, float], personalized.EvalSummary]:
+    """(eval.csv row, the test summary) of `state` after round `round_num`."""
+    data = self.data
+    has_known = bool(data.train) and data.train[0].holdout is not None
+    # FedEC's protocol has no new clients: its test set is the training clients'
+    # local test sets, reported as test_*; with new clients too they are known_*.
+    known_name = 'known' if data.test else 'test'
+    params = self.alg.params(state)
+    row, summaries = {}, {}
+    for split_name, clients, known in (('test', data.test, False),
+                                       ('validation', data.validation, False),
+                                       (known_name, data.train if has_known else [], True)):
+      if clients:
+        summaries[split_name] = evaluate(self.alg, params, clients, self.pool, known=known,
+                                         store=self.store, seed=self.seed * 1000003 + round_num)
+        row.update(_eval_row(split_name, summaries[split_name]))
+    if self.privacy is not None:   # issue #18: the privacy spent by the rounds so far
+      row['epsilon'] = self.privacy.epsilon(round_num)
+    return row, summaries[PRIMARY]
+
+
+def _release_managers(output_dir: str):
+  """(training, evaluation) release managers: metrics.csv / eval.csv and TensorBoard."""
+  def group(csv_name, tensorboard_dir):
+    return tff.program.GroupingReleaseManager([
+        tff.program.CSVFileReleaseManager(os.path.join(output_dir, csv_name),
+                                          key_fieldname='round'),
+        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, tensorboard_dir)),
+    ])
+  return group(METRICS_FILE, TENSORBOARD_DIR), group(EVAL_FILE, TENSORBOARD_EVAL_DIR)
+
+
+async def _restore(alg: Algorithm, output_dir: str, state_manager):
+  """(state, first round to run - 1, client state store or None) of a new or resumed run."""
+  initial = alg.process.initialize()
+  state, version = await checkpoints.load_latest(
+      state_manager, os.path.join(output_dir, CHECKPOINTS_DIR), initial, alg.display_name)
+  store = (ClientStateStore(os.path.join(output_dir, CLIENT_STATES_DIR),
+                            alg.process.initial_client_state) if alg.stateful else None)
+  if store is not None:
+    store.restore(version)   # 0 without a checkpoint
+    store.verify()
+  if state is None:
+    return initial, 0, store
+  logging.info('Resuming %s from the checkpoint of round %d.', alg.display_name, int(version))
+  print(f'Resuming {alg.display_name} from round {int(version)} ({output_dir}).', file=sys.stderr)
+  return state, int(version), store
+
+
+def _train(runner: RoundRunner, pool: WorkerPool, store: Optional[ClientStateStore], state,
+           round_num: int, sampled: SampledRound) -> RoundResult:
+  """Runs one round on `runner`; clients with state take theirs from `store` and put it back."""
+  pool.check(f'round {round_num}')
+  with pool.watch(f'round {round_num}'):
+    if store is None:
+      return runner.next(state, round_num, sampled.batch)
+    ids = [c.client_id for c in sampled.clients]
+    result = runner.next(state, round_num, sampled.batch, store.get(ids))
+    store.put(ids, result.client_states, round_num)
+    return result
+
+
+@dataclasses.dataclass
+class Divergence:
+  """Stops a run whose every client update was non-finite for DIVERGENCE_PATIENCE rounds."""
+  alg: Algorithm
+  output_dir: str
+  streak: int = 0   # rounds in a row with every update rejected
+
+  def check(self, metrics, round_num: int, num_clients: int) -> None:
+    rejected = int(metrics['num_rejected'])
+    if rejected:
+      logging.warning('Round %d: rejected %d of %d client updates as non-finite; state kept '
+                      'for their share.', round_num, rejected, num_clients)
+    self.streak = self.streak + 1 if rejected == num_clients else 0
+    if self.streak >= DIVERGENCE_PATIENCE:
+      raise TrainingDivergedError(
+          f'{self.alg.display_name}: every client update was non-finite for '
+          f'{DIVERGENCE_PATIENCE} rounds (up to round {round_num}); the last good state is in '
+          f'{self.output_dir}/checkpoints. Lower the learning rates (inner_lr / client_lr / '
+          'server_lr).')
+
+
+def _train_row(alg: Algorithm, metrics, batch, per_round: dict,
+               t0: float) -> collections.OrderedDict:
+  """The round's metrics.csv row; `t0` is when the round started."""
+  def mean(key):
+    n = float(metrics['num_examples'])
+    return float(metrics[key]) / n if n > 0 else float('nan')
+  return collections.OrderedDict(
+      train_loss=mean('loss_sum'), train_accuracy=mean('correct'),
+      num_rejected=int(metrics['num_rejected']),
+      bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
+      client_flops=_round_flops(alg, batch), round_seconds=time.perf_counter() - t0)
+
+
+async def _checkpoint(state_manager, store: Optional[ClientStateStore], state,
+                      round_num: int) -> None:
+  if store is not None:   # client states first: a checkpoint implies its states
+    store.flush(round_num)
+  await state_manager.save(state, round_num)
+  if store is not None:
+    store.prune(min(await state_manager.get_versions() or [round_num]))
 
 
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
@@ -220,151 +332,76 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     checkpoints.check_csv(os.path.join(output_dir, name), 'round')
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, CHECKPOINTS_DIR), keep_total=3)
-  per_round = communication.round_bytes(alg.process, min(clients_per_round, len(data.train)))
-  has_known = bool(data.train) and data.train[0].holdout is not None
-  # FedEC's protocol has no new clients: its test set is the training clients'
-  # local test sets, reported as test_*; with new clients too they are known_*.
-  known_name = 'known' if data.test else 'test'
-  primary = 'test'
+  schedule = Schedule(rounds, eval_every, checkpoint_every, final_eval_rounds)
+  sampler = RoundSampler(alg.train_data, data.train, clients_per_round, seed, resample_support)
+  per_round = communication.round_bytes(alg.process, sampler.num_clients)
   if resample_support and alg.train_data != 'episode':
     note(f'resample_support has no effect on {alg.display_name}: it trains on all of a '
          'client\'s data.')
 
-  def round_clients(round_num):
-    return client_data.sample_clients(len(data.train), clients_per_round, seed, round_num)
-
-  def round_batch(round_num, idx=None):
-    idx = round_clients(round_num) if idx is None else idx
-    return client_data.round_data(alg.train_data, [data.train[i] for i in idx], seed, round_num,
-                                  resample=resample_support)
-
-  def evaluate_all(round_num):
-    params = alg.params(state)
-    row, summaries = {}, {}
-    for split_name, clients, known in (('test', data.test, False),
-                                       ('validation', data.validation, False),
-                                       (known_name, data.train if has_known else [], True)):
-      if clients:
-        summaries[split_name] = evaluate(alg, params, clients, pool, known=known, store=store,
-                                         seed=seed * 1000003 + round_num)
-        row.update(_eval_row(split_name, summaries[split_name]))
-    if privacy is not None:   # issue #18: the privacy spent by the rounds so far
-      row['epsilon'] = privacy.epsilon(round_num)
-    return row, summaries[primary]
-
   with tff.framework.get_context_stack().install(pool.context):
-    initial = alg.process.initialize()
-    state, version = await checkpoints.load_latest(
-        state_manager, os.path.join(output_dir, CHECKPOINTS_DIR), initial, alg.display_name)
-    store = (ClientStateStore(os.path.join(output_dir, CLIENT_STATES_DIR),
-                              alg.process.initial_client_state) if alg.stateful else None)
-    if store is not None:
-      store.restore(version)   # 0 without a checkpoint
-      store.verify()
+    state, start, store = await _restore(alg, output_dir, state_manager)
     if on_start is not None:
       on_start()
-    train_release = tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(os.path.join(output_dir, METRICS_FILE),
-                                          key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, TENSORBOARD_DIR)),
-    ])
-    eval_release = tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(os.path.join(output_dir, EVAL_FILE),
-                                          key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, TENSORBOARD_EVAL_DIR)),
-    ])
-    if state is None:
-      state, start = initial, 0
-    else:
-      start = int(version)
-      logging.info('Resuming %s from the checkpoint of round %d.', alg.display_name, start)
-      print(f'Resuming {alg.display_name} from round {start} ({output_dir}).', file=sys.stderr)
-
+    train_release, eval_release = _release_managers(output_dir)
+    evaluation = Evaluation(alg, data, pool, seed, store, privacy)
     final = None   # the test summary of the last round, once evaluated
     if start == 0:
-      row, _ = evaluate_all(0)
-      await eval_release.release(row, key=0)
-
-    chunked = round_path(alg, pool, store, rounds_per_call, resident_state,
-                         min(clients_per_round, len(data.train)), round_batch,
-                         lambda r: (r % eval_every == 0 or r % checkpoint_every == 0
-                                    or r > rounds - final_eval_rounds))
+      await eval_release.release(evaluation.row(state, 0)[0], key=0)
+    runner = choose_runner(alg, pool, rounds_per_call=rounds_per_call,
+                           resident_state=resident_state, num_clients=sampler.num_clients,
+                           round_batch=lambda r: sampler.sample(r).batch,
+                           needs_state=schedule.needs_state)
     bar = _progress(rounds, start, alg.display_name, show_progress)
-    train_seconds, all_rejected_streak = 0.0, 0
-    last_eval = float('nan')
-    for round_num in range(start + 1, rounds + 1):
-      idx = round_clients(round_num)
-      batch = round_batch(round_num, idx)
-      t0 = time.perf_counter()
-      pool.check(f'round {round_num}')
-      with pool.watch(f'round {round_num}'):
-        if store is not None:
-          ids = [data.train[i].client_id for i in idx]
-          if chunked is not None:   # resident_state: client states still cross every round
-            state, client_states, metrics = chunked.next(state, round_num,
-                                                         (store.get(ids), batch))
-          else:
-            state, client_states, metrics = alg.process.next(state, store.get(ids), batch)
-          store.put(ids, client_states, round_num)
-        elif chunked is not None:   # rounds_per_call > 1 or resident_state (issue #8)
-          state, metrics = chunked.next(state, round_num, (batch,))   # batch built once
-        else:
-          state, metrics = alg.process.next(state, batch)
-      train_seconds += time.perf_counter() - t0
-      n = float(metrics['num_examples'])
-      loss = float(metrics['loss_sum']) / n if n > 0 else float('nan')
-      accuracy = float(metrics['correct']) / n if n > 0 else float('nan')
-      rejected = int(metrics['num_rejected'])
-      if rejected:
-        logging.warning('Round %d: rejected %d of %d client updates as non-finite; state kept '
-                        'for their share.', round_num, rejected, len(idx))
-      all_rejected_streak = all_rejected_streak + 1 if rejected == len(idx) else 0
-      if all_rejected_streak >= DIVERGENCE_PATIENCE:
-        raise TrainingDivergedError(
-            f'{alg.display_name}: every client update was non-finite for {DIVERGENCE_PATIENCE} '
-            f'rounds (up to round {round_num}); the last good state is in '
-            f'{output_dir}/checkpoints. Lower the learning rates (inner_lr / client_lr / server_lr).')
-      await train_release.release(collections.OrderedDict(
-          train_loss=loss, train_accuracy=accuracy, num_rejected=rejected,
-          bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
-          client_flops=_round_flops(alg, batch),
-          round_seconds=time.perf_counter() - t0), key=round_num)
-      if (round_num % eval_every == 0 or round_num == rounds
-          or round_num > rounds - final_eval_rounds):
-        row, summary = evaluate_all(round_num)
-        await eval_release.release(row, key=round_num)
-        last_eval = summary.accuracy
-        if round_num == rounds:
-          final = summary
-      if round_num % checkpoint_every == 0 or round_num == rounds:
-        if store is not None:   # client states first: a checkpoint implies its states
-          store.flush(round_num)
-        await state_manager.save(state, round_num)
-        if store is not None:
-          store.prune(min(await state_manager.get_versions() or [round_num]))
-      if bar is not None:
-        postfix = dict(loss=f'{loss:.3f}', acc=f'{accuracy:.3f}', test_acc=f'{last_eval:.3f}')
-        if privacy is not None:
-          postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
-        bar.set_postfix(refresh=False, **postfix)
-        bar.update(1)
+    train_seconds, last_eval, divergence = 0.0, float('nan'), Divergence(alg, output_dir)
+    with runner:
+      for round_num in range(start + 1, rounds + 1):
+        sampled = sampler.sample(round_num)
+        t0 = time.perf_counter()
+        state, metrics, _ = _train(runner, pool, store, state, round_num, sampled)
+        train_seconds += time.perf_counter() - t0
+        divergence.check(metrics, round_num, len(sampled.clients))
+        row = _train_row(alg, metrics, sampled.batch, per_round, t0)
+        await train_release.release(row, key=round_num)
+        if schedule.evaluates(round_num):
+          eval_row, summary = evaluation.row(state, round_num)
+          await eval_release.release(eval_row, key=round_num)
+          last_eval = summary.accuracy
+          final = summary if round_num == rounds else final
+        if schedule.checkpoints(round_num):
+          await _checkpoint(state_manager, store, state, round_num)
+        _show_progress(bar, row, last_eval, privacy, round_num)
     if bar is not None:
       bar.close()
-    if chunked is not None:
-      chunked.close()
 
   if final is None:   # a finished run read back from its checkpoint
     with tff.framework.get_context_stack().install(pool.context):
-      _, final = evaluate_all(rounds)
-  done = rounds - start
+      _, final = evaluation.row(state, rounds)
+  return _result(alg, rounds, final, per_round, train_seconds if rounds > start else 0.0,
+                 output_dir, final_eval_rounds, privacy)
+
+
+def _show_progress(bar, row, last_eval: float, privacy: Optional[Budget], round_num: int) -> None:
+  if bar is not None:
+    postfix = dict(loss=f'{row["train_loss"]:.3f}', acc=f'{row["train_accuracy"]:.3f}',
+                   test_acc=f'{last_eval:.3f}')
+    if privacy is not None:
+      postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
+    bar.set_postfix(refresh=False, **postfix)
+    bar.update(1)
+
+
+def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_round: dict,
+            train_seconds: float, output_dir: str, final_eval_rounds: int,
+            privacy: Optional[Budget]) -> RunResult:
   history = read_history(os.path.join(output_dir, EVAL_FILE))
-  last = [h[f'{primary}_accuracy'] for h in history
-          if h.get('round', -1) > rounds - final_eval_rounds and f'{primary}_accuracy' in h]
+  last = [h[f'{PRIMARY}_accuracy'] for h in history
+          if h.get('round', -1) > rounds - final_eval_rounds and f'{PRIMARY}_accuracy' in h]
   return RunResult(
       algorithm=alg.name, display_name=alg.display_name, rounds=rounds, test=final,
       history=history, bytes_down=per_round['bytes_down'] * rounds,
       bytes_up=per_round['bytes_up'] * rounds,
-      train_seconds=train_seconds if done else 0.0, output_dir=output_dir,
+      train_seconds=train_seconds, output_dir=output_dir,
       client_flops=read_total(os.path.join(output_dir, METRICS_FILE), 'client_flops'),
       final_rounds_accuracy=float(np.mean(last)) if final_eval_rounds > 1 and last else float('nan'),
       epsilon=privacy.epsilon(rounds) if privacy is not None else None,

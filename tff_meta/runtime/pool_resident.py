@@ -9,8 +9,8 @@ the FEMNIST CNN that is several hundred MB of Python (de)serialization per
 round, more than the compute a second worker saves (docs/RESULTS.md §7c).
 
 `PoolResidentRounds` runs the *same* round pieces as `process.next` (the
-process's own `get_params`, `client_update`, `server_update` and
-`round_metrics` computations) through TFF's executor API:
+process's own `process.pieces`: `get_params`, `client_update`,
+`server_update` and `round_metrics`) through TFF's executor API:
 
 1. worker 0 holds the state as a remote value; `params_of(state)` gives the
    broadcast value there;
@@ -24,7 +24,7 @@ process's own `get_params`, `client_update`, `server_update` and
    added there (`merge`), and `finish(state, total)` applies the server
    update; only the metrics are fetched.
 
-The state is fetched on the rounds the caller needs it (`must_stop`). The
+The state is fetched on the rounds the caller needs it (`needs_state`). The
 results equal `process.next`'s up to the order of the float additions in the
 sum. Algorithms with client state are not supported here (one worker:
 `resident.ResidentRounds`).
@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 import grpc
 import tensorflow as tf
@@ -52,6 +52,7 @@ from tensorflow_federated.proto.v0 import executor_pb2
 from tensorflow_federated.python.core.impl.executors import remote_executor
 
 from tff_meta.runtime.resident import LoopThread
+from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner, check_no_client_states
 from tff_meta.runtime.workers import GRPC_OPTIONS
 
 
@@ -65,24 +66,25 @@ def split_counts(num_clients: int, num_workers: int) -> List[int]:
 
 
 def build_pieces(process):
-  """The four federated computations of the module docstring, from `process`'s pieces."""
-  for name in ('get_params', 'client_update', 'server_update', 'round_metrics', 'data_type'):
-    if not hasattr(process, name):
-      raise ValueError(f'resident_state on a worker pool needs an algorithm without client '
-                       f'state (the process lacks {name!r}); use one worker.')
-  state_type = process.get_params.type_signature.parameter
+  """The four federated computations of the module docstring, from `process.pieces`."""
+  pieces = getattr(process, 'pieces', None)
+  if pieces is None:
+    raise ValueError('resident_state on a worker pool needs an algorithm without client '
+                     'state or model_aggregator (the process lacks its round pieces); use one '
+                     'worker.')
+  state_type = pieces.get_params.type_signature.parameter
   params_type = process.params_type
   total_type = process.client_output_type
   at_server = lambda t: tff.FederatedType(t, tff.SERVER)
 
   @tff.federated_computation(at_server(state_type))
   def params_of(state):
-    return tff.federated_map(process.get_params, state)
+    return tff.federated_map(pieces.get_params, state)
 
   @tff.federated_computation(at_server(params_type),
-                             tff.FederatedType(process.data_type, tff.CLIENTS))
+                             tff.FederatedType(pieces.data_type, tff.CLIENTS))
   def partial(params, data):
-    outputs = tff.federated_map(process.client_update, (tff.federated_broadcast(params), data))
+    outputs = tff.federated_map(pieces.client_update, (tff.federated_broadcast(params), data))
     return tff.federated_sum(outputs)
 
   @tff.tensorflow.computation(total_type, total_type)
@@ -95,8 +97,8 @@ def build_pieces(process):
 
   @tff.federated_computation(at_server(state_type), at_server(total_type))
   def finish(state, total):
-    return (tff.federated_map(process.server_update, (state, total)),
-            tff.federated_map(process.round_metrics, total))
+    return (tff.federated_map(pieces.server_update, (state, total)),
+            tff.federated_map(pieces.round_metrics, total))
 
   return params_of, partial, merge, finish
 
@@ -137,22 +139,20 @@ class _Worker:
     self.channel.close()
 
 
-class PoolResidentRounds:
-  """`resident.ResidentRounds`' interface, with the round's clients split over a pool.
+class PoolResidentRounds(RoundRunner):
+  """Rounds with the state on worker 0 and the round's clients split over a pool.
 
-  `next(state, round_num)` runs round `round_num` on `round_batch(round_num)`
-  (which must hold `num_clients` clients every round); it returns the state
-  (fetched when `must_stop(round_num)`, else the given, stale one) and the
-  metrics.
+  `next(state, round_num, batch)` runs the round (`batch` must hold
+  `num_clients` clients every round); it returns the state (fetched when
+  `needs_state(round_num)`, else the given, stale one) and the metrics.
   """
 
   def __init__(self, process, addresses: Sequence[str], num_clients: int,
-               round_batch: Callable[[int], Sequence], must_stop: Callable[[int], bool]):
+               needs_state: NeedsState):
     self._counts = split_counts(num_clients, len(addresses))
     pieces = build_pieces(process)
     self._types = process.next.type_signature
-    self._round_batch = round_batch
-    self._must_stop = must_stop
+    self._needs_state = needs_state
     self._num_clients = num_clients
     self._loop = LoopThread()
     self._threads = concurrent.futures.ThreadPoolExecutor(len(addresses))
@@ -207,17 +207,15 @@ class PoolResidentRounds:
     value = await self._remote_state.compute()
     return tff.types.type_to_py_container(value, self._types.result[0])
 
-  def next(self, state, round_num: int, inputs: Optional[Sequence] = None) -> Tuple:
-    if inputs is not None and len(inputs) != 1:
-      raise ValueError('PoolResidentRounds takes the round\'s client data only (no client '
-                       'states).')
-    batch = inputs[0] if inputs is not None else self._round_batch(round_num)
+  def next(self, state, round_num: int, batch: Sequence,
+           client_states: Optional[Sequence] = None) -> RoundResult:
+    check_no_client_states(self, client_states)
     metrics = self._loop.run(self._round(state, list(batch)))
-    if self._must_stop(round_num):
+    if self._needs_state(round_num):
       state = self._returned = self._loop.run(self._fetch())
     else:
       self._returned = state
-    return state, metrics
+    return RoundResult(state, metrics)
 
   def close(self) -> None:
     self._remote_state = None

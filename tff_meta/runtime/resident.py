@@ -30,11 +30,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
 import grpc
 import tensorflow_federated as tff
 
+from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner
 from tff_meta.runtime.workers import GRPC_OPTIONS
 
 
@@ -56,23 +57,19 @@ class LoopThread:
     self.loop.close()
 
 
-class ResidentRounds:
-  """Per-round interface (like `multi_round.ChunkedRounds`) with the state on the worker.
+class ResidentRounds(RoundRunner):
+  """Rounds of `process.next` with the server state on the worker (`rounds.RoundRunner`).
 
-  `next(state, round_num)` runs round `round_num` on `round_batch(round_num)`,
-  or on `inputs` when given (every argument of `process.next` after the
-  state, e.g. (client_states, data)); it returns the state and every result
-  after it. The state is uploaded when it is not the one this object last returned;
-  it is fetched and returned on rounds with `must_stop(round_num)`, otherwise
+  `next(state, round_num, batch[, client_states])` runs the round; the state
+  is uploaded when it is not the one this object last returned; it is
+  fetched and returned on rounds with `needs_state(round_num)`, otherwise
   the given `state` is returned unchanged (it is then stale: the current
   state lives on the worker).
   """
 
-  def __init__(self, process, address: str, num_clients: int,
-               round_batch: Callable[[int], Sequence], must_stop: Callable[[int], bool]):
+  def __init__(self, process, address: str, num_clients: int, needs_state: NeedsState):
     self._process = process
-    self._round_batch = round_batch
-    self._must_stop = must_stop
+    self._needs_state = needs_state
     self._channel = grpc.insecure_channel(address, GRPC_OPTIONS)
     self._executor = tff.framework.RemoteExecutor(
         tff.framework.RemoteExecutorGrpcStub(self._channel))
@@ -110,15 +107,18 @@ class ResidentRounds:
     value = await self._remote_state.compute()
     return tff.types.type_to_py_container(value, self._types.result[0])
 
-  def next(self, state, round_num: int, inputs: Optional[Sequence] = None) -> Tuple:
-    if inputs is None:
-      inputs = (self._round_batch(round_num),)
-    outputs = self._loop.run(self._round(state, tuple(inputs)))
-    if self._must_stop(round_num):
+  def next(self, state, round_num: int, batch: Sequence,
+           client_states: Optional[Sequence] = None) -> RoundResult:
+    inputs = (batch,) if client_states is None else (client_states, batch)
+    outputs = self._loop.run(self._round(state, inputs))
+    if self._needs_state(round_num):
       state = self._returned = self._loop.run(self._fetch())
     else:
       self._returned = state
-    return (state, *outputs)
+    if client_states is None:
+      return RoundResult(state, *outputs)
+    new_client_states, metrics = outputs
+    return RoundResult(state, metrics, new_client_states)
 
   def close(self) -> None:
     self._remote_state = self._fn = None

@@ -1,0 +1,29 @@
+"""The training loop's one stop rule (`Schedule`) and one client sampling
+(`RoundSampler`). Whole runs are checked in test_rounds_per_call.py,
+test_resample.py, test_client_states.py and tests/programs/test_train.py."""
+
+import numpy as np
+
+from tests import helpers
+from tff_meta.program import client_data
+from tff_meta.program.training_loop import RoundSampler, Schedule
+
+
+def test_schedule_is_the_one_stop_rule():
+  s = Schedule(rounds=12, eval_every=5, checkpoint_every=4, final_eval_rounds=2)
+  assert [r for r in range(1, 13) if s.evaluates(r)] == [5, 10, 11, 12]
+  assert [r for r in range(1, 13) if s.checkpoints(r)] == [4, 8, 12]
+  assert [r for r in range(1, 13) if s.needs_state(r)] == [4, 5, 8, 10, 11, 12]
+
+
+def test_sampler_gives_the_seeded_clients_and_their_data():
+  data = helpers.digits_protocol()
+  sampler = RoundSampler('full', data.train, clients_per_round=3, seed=7)
+  assert sampler.num_clients == 3
+  for r in (1, 2):
+    sampled = sampler.sample(r)
+    idx = client_data.sample_clients(len(data.train), 3, 7, r)
+    assert [c.client_id for c in sampled.clients] == [data.train[i].client_id for i in idx]
+    for got, want in zip(sampled.batch, client_data.round_data('full', sampled.clients, 7, r)):
+      np.testing.assert_array_equal(got['x'], want['x'])
+  assert RoundSampler('full', data.train[:2], 3, 7).num_clients == 2
