@@ -93,9 +93,9 @@ def _client_fn(model, optimizer, epochs, batch_size, params, client_state, data)
   w, v, alpha, stats = local_update(model, optimizer, epochs, batch_size, params['weights'],
                                     client_state['personal'], client_state['alpha'],
                                     data['x'], data['y'])
-  update = collections.OrderedDict(weights=[g - t for g, t in zip(params['weights'], w)])
+  update = collections.OrderedDict(weights=local_training.pseudo_gradient(params['weights'], w))
   new_state = collections.OrderedDict(visits=client_state['visits'], personal=v, alpha=alpha)
-  return update, tf.size(data['y']), personal_state.per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def validate(alpha: float, local_epochs: int, batch_size: int) -> None:

@@ -31,11 +31,8 @@ def _client_fn(model, optimizer, epochs, batch_size, params, data):
   trained, stats = local_training.train_minibatches(
       model.logits, params['weights'], data['x'], data['y'], optimizer, epochs, batch_size)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
-  stats['num_examples'] = stats['num_examples'] / float(epochs)
-  stats['loss_sum'] = stats['loss_sum'] / float(epochs)
-  stats['correct'] = stats['correct'] / float(epochs)
-  return update, tf.size(data['y']), stats
+      weights=local_training.pseudo_gradient(params['weights'], trained))
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs)
 
 
 def build_fedavg_process(model, *, client_optimizer, server_optimizer, local_epochs: int,

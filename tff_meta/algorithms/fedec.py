@@ -69,10 +69,10 @@ def inner_update(model, optimizer, epochs, batch_size, kind, alpha, weights, cli
 def _client_fn(model, optimizer, epochs, batch_size, kind, alpha, params, client_state, data):
   trained, stats = inner_update(model, optimizer, epochs, batch_size, kind, alpha,
                                 params['weights'], client_state, data['x'], data['y'])
-  update = collections.OrderedDict(weights=[w - t for w, t in zip(params['weights'], trained)])
-  stats = collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
+  update = collections.OrderedDict(
+      weights=local_training.pseudo_gradient(params['weights'], trained))
   new_state = collections.OrderedDict(visits=client_state['visits'], hat=trained)
-  return update, tf.size(data['y']), stats, new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def _validate(hp: base.Hparams):

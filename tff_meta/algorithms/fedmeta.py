@@ -44,7 +44,7 @@ def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order,
   flat = tf.nest.flatten(params)
   with tf.GradientTape() as tape:
     tape.watch(flat)
-    rates = params['rates'] if 'rates' in params else inner_lr
+    rates = personalized.rates_of(params, inner_lr)
     support_loss = lambda w: loss.value(model.logits(w, data['support_x']), data['support_y'])
     adapted = adaptation.sgd_adapt(support_loss, params['weights'], rates, inner_steps, first_order)
     query_logits = model.logits(adapted, data['query_x'])
@@ -97,12 +97,8 @@ def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: st
       model_aggregator=model_aggregator)
   steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.inner_steps
 
-  def adapter(params, support_x, support_y):
-    rates = params['rates'] if 'rates' in params else hp.inner_lr
-    loss = lambda w: losses.cross_entropy(model.logits(w, support_x), support_y)
-    return adaptation.sgd_adapt(loss, params['weights'], rates, steps, first_order=True)
-
-  evaluate = personalized.build_personalized_evaluation(model, proc.params_type, adapter)
+  evaluate = personalized.build_personalized_evaluation(
+      model, proc.params_type, personalized.sgd_adapter(model, hp.inner_lr, steps))
   return base.Algorithm(name=name, display_name=display_name, process=proc,
                         evaluate=evaluate, train_data='episode',
                         client_flops=flops.client_flops_fn(name, model, hp))

@@ -50,10 +50,8 @@ def _client_fn(model, optimizer, mu, epochs, batch_size, params, data):
       model.logits, params['weights'], data['x'], data['y'], optimizer, epochs, batch_size,
       regularizer=proximal)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
-  # Per-epoch sums, so num_examples is the client's size (as FedAvg reports).
-  stats = collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
-  return update, tf.size(data['y']), stats
+      weights=local_training.pseudo_gradient(params['weights'], trained))
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs)
 
 
 def build_fedprox_process(model, *, mu: float, client_optimizer, server_optimizer,

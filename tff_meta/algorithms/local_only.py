@@ -39,7 +39,7 @@ def _client_fn(model, optimizer, epochs, batch_size, params, client_state, data)
       model.logits, client_state['weights'], data['x'], data['y'], optimizer, epochs, batch_size)
   update = collections.OrderedDict(weights=[tf.zeros_like(w) for w in params['weights']])
   new_state = collections.OrderedDict(visits=client_state['visits'], weights=trained)
-  return update, tf.size(data['y']), personal_state.per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def build_local_only_process(model, *, client_optimizer, local_epochs: int, batch_size: int):

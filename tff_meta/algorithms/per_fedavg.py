@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, losses, minibatch_stream
+from tff_meta.learning import adaptation, local_training, losses, minibatch_stream
 
 VARIANTS = ('fo', 'hf')
 
@@ -80,18 +80,16 @@ def local_step(model, variant, alpha, beta, delta, weights, xs, ys):
 def _client_fn(model, variant, alpha, beta, delta, local_steps, batch_size, params, data):
   group = 3 if variant == 'hf' else 2
   batches = minibatch_stream.batch_groups(data['x'], data['y'], batch_size, group, local_steps)
-  zero = tf.constant(0.0)
-  initial = (tuple(params['weights']),
-             collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero))
+  initial = (tuple(params['weights']), local_training.zero_stats())
 
   def step(carry, batch):
     weights, stats = carry
     weights, batch_stats = local_step(model, variant, alpha, beta, delta, weights, *batch)
-    return tuple(weights), collections.OrderedDict((k, stats[k] + batch_stats[k]) for k in stats)
+    return tuple(weights), local_training.add_stats(stats, batch_stats)
 
   trained, stats = batches.reduce(initial, step)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
+      weights=local_training.pseudo_gradient(params['weights'], trained))
   return update, tf.size(data['y']), stats
 
 
@@ -122,16 +120,6 @@ def build_per_fedavg_process(model, *, variant: str, alpha: float, beta: float,
       model_aggregator=model_aggregator)
 
 
-def sgd_adapter(model, alpha: float, steps: int):
-  """Evaluation: `steps` full-batch gradient steps with rate alpha on the support set."""
-
-  def adapter(params, support_x, support_y):
-    loss = lambda w: losses.cross_entropy(model.logits(w, support_x), support_y)
-    return adaptation.sgd_adapt(loss, params['weights'], alpha, steps, first_order=True)
-
-  return adapter
-
-
 def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str,
            model_aggregator=None):
   proc = build_per_fedavg_process(
@@ -142,7 +130,7 @@ def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: st
       model_aggregator=model_aggregator)
   steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else 1
   evaluate = personalized.build_personalized_evaluation(
-      model, proc.params_type, sgd_adapter(model, hp.inner_lr, steps))
+      model, proc.params_type, personalized.sgd_adapter(model, hp.inner_lr, steps))
   return base.Algorithm(name=name, display_name=display_name, process=proc,
                         evaluate=evaluate, train_data='full',
                         client_flops=flops.client_flops_fn(name, model, hp))

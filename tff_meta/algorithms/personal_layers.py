@@ -43,16 +43,12 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, fedmeta, stateful
 from tff_meta.evaluation import personalized
-from tff_meta.learning import adaptation, local_training, losses
+from tff_meta.learning import local_training, losses
 from tff_meta.models import split as split_lib
 
 
 def _full_data_spec(model):
   return collections.OrderedDict(x=model.x_spec, y=tf.TensorSpec([None], tf.int32))
-
-
-def _per_epoch(stats, epochs):
-  return collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
 
 
 def _joint_client_fn(model, split, optimizer, epochs, batch_size, params, client_state, data):
@@ -61,10 +57,11 @@ def _joint_client_fn(model, split, optimizer, epochs, batch_size, params, client
   trained, stats = local_training.train_minibatches(
       model.logits, full, data['x'], data['y'], optimizer, epochs, batch_size)
   shared = split.take_shared(trained)
-  update = collections.OrderedDict(weights=[w - t for w, t in zip(params['weights'], shared)])
+  update = collections.OrderedDict(
+      weights=local_training.pseudo_gradient(params['weights'], shared))
   new_state = collections.OrderedDict(visits=client_state['visits'],
                                       personal=split.take_personal(trained))
-  return update, tf.size(data['y']), _per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def _fit_head(model, split, optimizer, epochs, batch_size, shared, head, x, y):
@@ -80,9 +77,10 @@ def _fedrep_client_fn(model, split, optimizer, head_epochs, epochs, batch_size, 
   body_logits = lambda b, bx: model.logits(split.merge(b, head), bx)
   body, stats = local_training.train_minibatches(
       body_logits, params['weights'], data['x'], data['y'], optimizer, epochs, batch_size)
-  update = collections.OrderedDict(weights=[w - t for w, t in zip(params['weights'], body)])
+  update = collections.OrderedDict(
+      weights=local_training.pseudo_gradient(params['weights'], body))
   new_state = collections.OrderedDict(visits=client_state['visits'], personal=head)
-  return update, tf.size(data['y']), _per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def _meta_client_fn(model, split, inner_lr, inner_steps, first_order, personal_lr, params,
@@ -172,9 +170,8 @@ def _build(model, hp: base.Hparams, *, kind: str, name: str, display_name: str, 
       personal = tf.cond(client_state['visits'] > 0.0, lambda: list(personal), fit)
     full = split.merge(shared, personal)
     if kind == 'meta':
-      rates = params['rates'] if 'rates' in params else hp.inner_lr
-      loss = lambda w: losses.cross_entropy(model.logits(w, support_x), support_y)
-      full = adaptation.sgd_adapt(loss, full, rates, steps, first_order=True)
+      full = personalized.adapt_on_support(model, full, personalized.rates_of(params, hp.inner_lr),
+                                           steps, support_x, support_y)
     return full
 
   evaluate = stateful.build_stateful_evaluation(model, proc, personalize,

@@ -5,8 +5,7 @@ follow the same evaluation rule (`algorithms.stateful`): a client that took
 part in training (visits > 0) is scored with the state it kept; a client never
 seen in training builds that state from the broadcast model on its support set.
 `known_or_new` is that rule, as one `tf.cond`, so a new client's training runs
-only when needed. `per_epoch` reports a client's training sums per epoch, so
-`num_examples` is the client's size, as FedAvg reports it.
+only when needed.
 `build_process` is the stateful round of these methods: they train on a
 client's full data (x, y) and the server holds the model weights;
 `build_algorithm` wraps such a process with that evaluation rule.
@@ -25,11 +24,6 @@ from tff_meta.algorithms import base, stateful
 def known_or_new(client_state, known: Callable, new: Callable):
   """`known()` if the client took part in training (visits > 0), else `new()`."""
   return tf.cond(client_state['visits'] > 0.0, known, new)
-
-
-def per_epoch(stats, epochs: int) -> collections.OrderedDict:
-  """Training sums of `epochs` passes, divided by `epochs`."""
-  return collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
 
 
 def check_local_training(name: str, **counts: int) -> None:

@@ -46,7 +46,7 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, losses, minibatch_stream
+from tff_meta.learning import adaptation, local_training, losses, minibatch_stream
 
 
 def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
@@ -61,10 +61,8 @@ def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
 
 def _client_fn(model, lam, personal_lr, inner_steps, eta, local_steps, batch_size, params, data):
   batches = minibatch_stream.batch_groups(data['x'], data['y'], batch_size, 1, local_steps)
-  zero = tf.constant(0.0)
   weights = tuple(params['weights'])
-  initial = (weights, weights,
-             collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero))
+  initial = (weights, weights, local_training.zero_stats())
 
   def step(carry, batch):
     w, theta, stats = carry
@@ -73,12 +71,11 @@ def _client_fn(model, lam, personal_lr, inner_steps, eta, local_steps, batch_siz
                                steps=inner_steps)
     w = [wi - eta * lam * (wi - ti) for wi, ti in zip(w, theta)]
     batch_stats = losses.batch_stats(model.logits(theta, x), y)
-    stats = collections.OrderedDict((k, stats[k] + batch_stats[k]) for k in stats)
-    return tuple(w), tuple(theta), stats
+    return tuple(w), tuple(theta), local_training.add_stats(stats, batch_stats)
 
   trained, _, stats = batches.reduce(initial, step)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
+      weights=local_training.pseudo_gradient(params['weights'], trained))
   return update, tf.size(data['y']), stats
 
 

@@ -75,7 +75,7 @@ def _client_fn(model, client_lr, epochs, batch_size, control_factor, params, cli
       weights=[xj - yj for xj, yj in zip(x, y)],
       control=[-control_factor * (new - own) for new, own in zip(new_c_i, c_i)])
   new_state = collections.OrderedDict(visits=client_state['visits'], control=new_c_i)
-  return update, num_examples, personal_state.per_epoch(stats, epochs), new_state
+  return update, num_examples, local_training.per_epoch(stats, epochs), new_state
 
 
 def validate(population: int, sampled_clients: int, server_optimizer: str = 'sgd') -> None:
