@@ -49,8 +49,8 @@ def build_process(model, *, personal: Mapping, client_fn: Callable, server_optim
       weighting=weighting, model_aggregator=model_aggregator)
 
 
-def build_algorithm(model, proc, *, name: str, display_name: str, known: Callable,
-                    new: Callable, finish: Optional[Callable] = None, **fields) -> base.Algorithm:
+def build_algorithm(model, proc, *, known: Callable, new: Callable,
+                    finish: Optional[Callable] = None, **fields) -> base.Algorithm:
   """The `base.Algorithm` of such a method: `proc` with the `known_or_new` evaluation.
 
   A known client's value is `known(client_state)`; a new client's is
@@ -67,5 +67,4 @@ def build_algorithm(model, proc, *, name: str, display_name: str, known: Callabl
     return chosen if finish is None else finish(params, chosen)
 
   evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
-  return base.Algorithm(name=name, display_name=display_name, process=proc, evaluate=evaluate,
-                        train_data='full', **fields)
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full', **fields)
