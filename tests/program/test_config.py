@@ -109,8 +109,9 @@ def test_flag_help_comes_from_the_registries_and_dataclasses():
   assert config_lib.HELP['prox_mu'].startswith('FedProx mu:')
   assert config_lib.HELP['prox_mu'].endswith('Read by: fedprox.')
   assert 'Read by: every algorithm.' in config_lib.HELP['weighting']
-  assert 'fedavg_meta' in config_lib.HELP['finetune_epochs']
-  assert 'fedprox' not in config_lib.HELP['finetune_epochs']
+  assert config_lib.HELP['finetune_epochs'].endswith('Read by: fedavg_meta.')
+  assert config_lib.HELP['client_lr'].endswith('fedmeta_fedper_metasgd, fedper, fedprox, fedrep, '
+                                                'lg_fedavg, local_only, reptile, scaffold.')
 
 
 def test_apfl_alpha_range_is_checked(tmp_path):

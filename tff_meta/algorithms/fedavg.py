@@ -55,7 +55,12 @@ def build_fedavg_process(model, *, client_optimizer, server_optimizer, local_epo
 
 @dataclasses.dataclass(frozen=True)
 class FedAvgHparams(hparams.LocalTraining, hparams.FedAvgServer):
-  """FedAvg's local training and server step; FedAvg(Meta)'s fine-tuning."""
+  """FedAvg's local training and server step."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgMetaHparams(FedAvgHparams):
+  """FedAvg's, plus the fine-tuning at evaluation."""
   finetune_epochs: int = hparams.hparam(
       1, 'FedAvg(Meta) fine-tuning epochs on the support set at evaluation.', hparams.at_least(0))
 
@@ -90,6 +95,7 @@ def minibatch_adapter(model, optimizer, epochs: int, batch_size: int) -> persona
 
 
 def _build(model, hp: FedAvgHparams, *, fine_tune: bool, model_aggregator=None):
+  """FedAvg; with `fine_tune` (hp: FedAvgMetaHparams), FedAvg(Meta)."""
   client_optimizer = base.client_optimizer(hp)
   proc = build_fedavg_process(
       model, client_optimizer=client_optimizer, server_optimizer=base.fedavg_server_optimizer(hp),
@@ -108,6 +114,7 @@ base.register(
         description='FedAvg: local SGD on all of a client\'s data; scored without adaptation',
         source='FedMeta', round_flops=round_flops),
     base.AlgorithmEntry(
-        'fedavg_meta', 'FedAvg(Meta)', FedAvgHparams, functools.partial(_build, fine_tune=True),
+        'fedavg_meta', 'FedAvg(Meta)', FedAvgMetaHparams,
+        functools.partial(_build, fine_tune=True),
         description='FedAvg(Meta): FedAvg training, fine-tuned on the support set at evaluation',
         source='FedMeta', round_flops=round_flops))
