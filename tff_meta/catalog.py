@@ -2,8 +2,10 @@
 
 The rows come from the registries (`tff_meta.algorithms.ALGORITHMS`,
 `tff_meta.data.DATASETS`, `tff_meta.models.MODELS`), so a new entry shows up
-the next time the table is generated; the one-line descriptions below are
-the only hand-written part. An entry without one gets its builder's first
+the next time the table is generated. An algorithm's description and paper
+are in its registry entry (`AlgorithmEntry.description`, `.source`, in its
+module); the datasets' and models' one-line descriptions below are the only
+hand-written part here. An entry without one gets its builder's first
 docstring line, or a note asking for a description.
 
     python -m tff_meta.catalog            # print the table
@@ -30,38 +32,9 @@ FEDMETA = 'FedMeta'
 FEDEC = 'FedEC'
 REPORT = 'report 003'
 
-# kind -> name -> (description, source). Sources are named as in the README's paper list.
+# kind -> name -> (description, source) for datasets and models. Sources are named as in the
+# README's paper list.
 DESCRIPTIONS: Dict[str, Dict[str, Tuple[str, str]]] = {
-    'algorithm': {
-        'fedavg': ('FedAvg: local SGD on all of a client\'s data; scored without adaptation', FEDMETA),
-        'fedavg_meta': ('FedAvg(Meta): FedAvg training, fine-tuned on the support set at evaluation',
-                        FEDMETA),
-        'fedmeta_maml': ('FedMeta(MAML): second-order meta-gradient of the query loss', FEDMETA),
-        'fedmeta_fomaml': ('FedMeta(FOMAML): the same with the inner gradient held constant', FEDMETA),
-        'fedmeta_metasgd': ('FedMeta(Meta-SGD): also learns a per-parameter inner rate α', FEDMETA),
-        'per_fedavg_fo': ('Per-FedAvg(FO) (Fallah et al. 2020): first-order MAML steps on minibatches',
-                          FEDEC),
-        'per_fedavg_hf': ('Per-FedAvg(HF): Hessian-vector product by finite differences', FEDEC),
-        'fedprox': ('FedProx (Li et al. 2020): local training with a proximal term μ', FEDEC),
-        'pfedme': ('pFedMe (T. Dinh et al. 2020): Moreau-envelope personal models', FEDEC),
-        'scaffold': ('SCAFFOLD (Karimireddy et al. 2020): control variates; *stateful*', FEDEC),
-        'ditto': ('Ditto (Li et al. 2021): a regularized personal model per client; *stateful*',
-                  FEDEC),
-        'apfl': ('APFL (Deng et al. 2020): personal model mixed with the global one; *stateful*',
-                 FEDEC),
-        'reptile': ('FedEC-wo / Reptile: first-order outer step toward the adapted models', FEDEC),
-        'fedec': ('FedEC: Reptile with a KL constraint to the client\'s last adapted model; '
-                  '*stateful*', FEDEC),
-        'fedec_l2': ('FedEC-l2: the same with an L2 constraint; *stateful*', FEDEC),
-        'fedper': ('FedPer: shared base, personal head kept on the client; *stateful*', REPORT),
-        'lg_fedavg': ('LG-FedAvg: personal representation, shared head; *stateful*', REPORT),
-        'fedrep': ('FedRep (Collins et al. 2021): head epochs, then body epochs; *stateful*', FEDEC),
-        'fedmeta_fedper_maml': ('FedMeta(MAML)+FedPer: meta-gradient for the shared layers, '
-                                'personal layers stay; *stateful*', REPORT),
-        'fedmeta_fedper_metasgd': ('FedMeta(Meta-SGD)+FedPer: the same with Meta-SGD; *stateful*',
-                                   REPORT),
-        'local_only': ('Local Only: every client trains only its own model; *stateful*', FEDEC),
-    },
     'dataset': {
         'digits': ('scikit-learn\'s bundled UCI digits (8×8), 100 label-shard clients; '
                    'no file needed (the default)', '—'),
@@ -130,11 +103,14 @@ def rows(registries=None) -> List[Tuple[str, str, str, str]]:
     for name in registry.names():
       if name.startswith('_'):
         continue
+      entry = registry.get(name)
       known = DESCRIPTIONS.get(kind, {}).get(name)
+      if getattr(entry, 'description', ''):   # an algorithm's entry describes itself
+        known = (entry.description, entry.source)
       if known:
         out.append((kind, name, *known))
         continue
-      line = _docstring_line(registry.get(name))
+      line = _docstring_line(getattr(entry, 'build', entry))
       out.append((kind, name, line or '(no description yet: add one in tff_meta/catalog.py)', '—'))
   return out
 

@@ -94,7 +94,9 @@ def test_registry_and_bad_mu(setup):
   model, clients = setup
   alg = ALGORITHMS.get('fedprox')(model, Hparams(prox_mu=0.1))
   assert alg.display_name == 'FedProx' and alg.train_data == 'full'
-  fedavg_flops = flops.client_flops_fn('fedavg', model, Hparams())(clients[0])
+  fedavg = ALGORITHMS.get('fedavg')
+  fedavg_flops = fedavg.round_flops(fedavg.make_hparams(Hparams()), flops.model_cost(model), 0, 0,
+                                    len(clients[0]['y']))
   assert alg.client_flops(clients[0]) > fedavg_flops
   with pytest.raises(ValueError, match='prox_mu >= 0'):
     ALGORITHMS.get('fedprox')(model, Hparams(prox_mu=-0.1))

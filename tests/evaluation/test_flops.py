@@ -1,6 +1,7 @@
 """Analytical FLOPs: layer formulas, agreement with TensorFlow's profiler, round costs."""
 
 import collections
+import functools
 import math
 
 import numpy as np
@@ -127,23 +128,47 @@ def test_unrolled_lstm_matches_the_profiler_exactly():
 
 # ---- per client round ---------------------------------------------------------------------
 
+def _round(name, cost, hp, num_support, num_query, num_examples):
+  """Algorithm `name`'s FLOPs count (its registry entry's), for `hp` (a config's Hparams)."""
+  entry = ALGORITHMS.get(name)
+  return entry.round_flops(entry.make_hparams(hp), cost, num_support, num_query, num_examples)
+
+
+def _client_round(name, spec, hp, num_support=0, num_query=0, num_examples=None):
+  if num_examples is None:
+    num_examples = num_support + num_query
+  return _round(name, flops.model_cost(spec), hp, num_support, num_query, num_examples)
+
+
 def test_round_formulas():
   cost = flops.ModelCost(forward=100, backward=180, params=50)
   step = 280
   hp = Hparams(local_epochs=2, batch_size=4, client_optimizer='adam', inner_steps=3)
   # FedAvg: E * n * (F + B) + E * ceil(n / B) optimizer steps * P * 12 (Adam).
-  fedavg = flops.round_flops_from_cost('fedavg', cost, hp, 0, 0, 10)
+  fedavg = _round('fedavg', cost, hp, 0, 0, 10)
   assert fedavg == 2 * 10 * step + 2 * math.ceil(10 / 4) * 50 * 12
-  assert flops.round_flops_from_cost('fedavg_meta', cost, hp, 0, 0, 10) == fedavg
+  assert _round('fedavg_meta', cost, hp, 0, 0, 10) == fedavg
   n_s, n_q, k = 6, 9, 3
-  fo = flops.round_flops_from_cost('fedmeta_fomaml', cost, hp, n_s, n_q, n_s + n_q)
+  fo = _round('fedmeta_fomaml', cost, hp, n_s, n_q, n_s + n_q)
   assert fo == k * (n_s * step + 2 * 50) + n_q * step
-  maml = flops.round_flops_from_cost('fedmeta_maml', cost, hp, n_s, n_q, n_s + n_q)
+  maml = _round('fedmeta_maml', cost, hp, n_s, n_q, n_s + n_q)
   assert maml - fo == k * (2 * n_s * step + 2 * 50)          # the Hessian-vector products
-  metasgd = flops.round_flops_from_cost('fedmeta_metasgd', cost, hp, n_s, n_q, n_s + n_q)
+  metasgd = _round('fedmeta_metasgd', cost, hp, n_s, n_q, n_s + n_q)
   assert metasgd - maml == k * 50                            # v (o) g for d/d alpha
-  with pytest.raises(ValueError, match='No FLOPs model'):
-    flops.round_flops_from_cost('no_such_method', cost, hp, 1, 1, 2)
+  with pytest.raises(KeyError, match='Unknown algorithm'):
+    _round('no_such_method', cost, hp, 1, 1, 2)
+
+
+def test_fedec_family_counts_its_constraint():
+  cost = flops.ModelCost(forward=100, backward=180, params=50)
+  hp = Hparams(local_epochs=2, batch_size=4, client_optimizer='sgd')
+  fedavg = _round('fedavg', cost, hp, 0, 0, 10)
+  assert _round('reptile', cost, hp, 0, 0, 10) == fedavg          # no constraint
+  assert _round('local_only', cost, hp, 0, 0, 10) == fedavg       # the same local training
+  # FedEC: the last adapted model's forward pass on every example of every epoch (KL, Eq. 9).
+  assert _round('fedec', cost, hp, 0, 0, 10) == fedavg + 2 * 10 * 100
+  # FedEC-l2: the L2 term's value and gradient, 6P per step (2 epochs x ceil(10 / 4) steps).
+  assert _round('fedec_l2', cost, hp, 0, 0, 10) == fedavg + 6 * 50 * 2 * 3
 
 
 def test_peer_round_formulas():
@@ -151,19 +176,19 @@ def test_peer_round_formulas():
   step, p = 280, 50
   hp = Hparams(local_epochs=2, batch_size=4, client_optimizer='sgd', local_steps=3,
                pfedme_inner_steps=5)
-  fedavg = flops.round_flops_from_cost('fedavg', cost, hp, 0, 0, 10)
+  fedavg = _round('fedavg', cost, hp, 0, 0, 10)
   # FedProx: + 6P per local step (2 epochs x ceil(10 / 4) steps) for the proximal term.
-  assert flops.round_flops_from_cost('fedprox', cost, hp, 0, 0, 10) == fedavg + 6 * p * 2 * 3
+  assert _round('fedprox', cost, hp, 0, 0, 10) == fedavg + 6 * p * 2 * 3
   # Per-FedAvg: tau = 3 steps on batches of min(4, n); FO two gradients + two SGD steps.
-  fo = flops.round_flops_from_cost('per_fedavg_fo', cost, hp, 0, 0, 10)
+  fo = _round('per_fedavg_fo', cost, hp, 0, 0, 10)
   assert fo == 3 * (2 * 4 * step + 4 * p)
-  hf = flops.round_flops_from_cost('per_fedavg_hf', cost, hp, 0, 0, 10)
+  hf = _round('per_fedavg_hf', cost, hp, 0, 0, 10)
   assert hf - fo == 3 * (2 * 4 * step + 8 * p)               # the finite-difference HVP
-  assert flops.round_flops_from_cost('per_fedavg_fo', cost, hp, 0, 0, 2) == 3 * (2 * 2 * step + 4 * p)
+  assert _round('per_fedavg_fo', cost, hp, 0, 0, 2) == 3 * (2 * 2 * step + 4 * p)
   # pFedMe: R = 3 steps of K = 5 proximal steps, the metrics forward and the w update.
-  assert flops.round_flops_from_cost('pfedme', cost, hp, 0, 0, 10) == 3 * (
+  assert _round('pfedme', cost, hp, 0, 0, 10) == 3 * (
       5 * (4 * step + 8 * p) + 4 * 100 + 3 * p)
-  assert flops.round_flops_from_cost('pfedme', cost, hp, 0, 0, 0) == 0
+  assert _round('pfedme', cost, hp, 0, 0, 0) == 0
 
 
 def test_client_flops_fn_reads_the_clients_sizes():
@@ -173,18 +198,23 @@ def test_client_flops_fn_reads_the_clients_sizes():
       support_x=np.zeros((4, 8, 8), np.float32), support_y=np.zeros(4, np.int32),
       query_x=np.zeros((11, 8, 8), np.float32), query_y=np.zeros(11, np.int32))
   full = collections.OrderedDict(x=np.zeros((15, 8, 8), np.float32), y=np.zeros(15, np.int32))
-  for name in ('fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd'):
-    assert flops.client_flops_fn(name, spec, hp)(episode) == flops.client_round_flops(
-        name, spec, hp, num_support=4, num_query=11)
-  assert flops.client_flops_fn('fedavg', spec, hp)(full) == flops.client_round_flops(
-      'fedavg', spec, hp, num_examples=15)
+  seen = []
+  count = flops.client_flops_fn(lambda cost, *sizes: seen.append((cost, sizes)) or 7, spec)
+  assert count(episode) == 7 and count(full) == 7
+  assert seen == [(flops.model_cost(spec), (4, 11, 15)), (flops.model_cost(spec), (0, 0, 15))]
+  entry = ALGORITHMS.get('fedmeta_maml')
+  assert flops.client_flops_fn(functools.partial(entry.round_flops, entry.make_hparams(hp)),
+                               spec)(episode) == _client_round('fedmeta_maml', spec, hp, 4, 11)
 
 
 def test_algorithms_carry_their_flops_function():
   spec = helpers.mlp_spec()
+  full = collections.OrderedDict(x=np.zeros((15, 8, 8), np.float32), y=np.zeros(15, np.int32))
   for name in ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd'):
     alg = ALGORITHMS.get(name)(spec, Hparams())
     assert alg.client_flops is not None
+  assert ALGORITHMS.get('fedec')(spec, Hparams()).client_flops(full) == _client_round(
+      'fedec', spec, Hparams(), num_examples=15)
 
 
 def _episode_specs(spec, n_s, n_q):
@@ -215,8 +245,8 @@ def test_fedmeta_client_work_matches_the_profiler(variant, steps):
   if variant == 'metasgd':
     specs += list(spec.weight_specs)
   profiled = flops.profile_function_flops(client_work, *specs)
-  formula = flops.client_round_flops(f'fedmeta_{variant}', spec, Hparams(inner_steps=steps),
-                                     num_support=n_s, num_query=n_q)
+  formula = _client_round(f'fedmeta_{variant}', spec, Hparams(inner_steps=steps),
+                          num_support=n_s, num_query=n_q)
   assert abs(formula / profiled - 1) < 0.01, (formula, profiled)
 
 
@@ -242,7 +272,7 @@ def test_fedavg_step_matches_the_profiler(optimizer):
   xs = spec.x_spec.shape[1:]
   profiled = flops.profile_function_flops(
       step, *spec.weight_specs, tf.TensorSpec([batch, *xs]), tf.TensorSpec([batch], tf.int32))
-  formula = flops.client_round_flops(
+  formula = _client_round(
       'fedavg', spec, Hparams(client_optimizer=optimizer, batch_size=batch, local_epochs=1),
       num_examples=batch)
   assert 0 <= formula / profiled - 1 < 0.04, (formula, profiled)

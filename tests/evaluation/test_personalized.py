@@ -90,3 +90,24 @@ def test_summary_counts_all_query_points():
   assert s.loss == pytest.approx(0.3)
   with pytest.raises(ValueError, match='no query examples'):
     personalized.summarize([{'correct': 0.0, 'num_examples': 0.0, 'loss_sum': 0.0}])
+
+
+def test_sgd_adapter_takes_meta_sgd_rates_from_params(setup):
+  model, clients = setup
+  ep = clients[0]
+  with tf.Graph().as_default():   # TFF's functional model runs in a graph
+    weights = [tf.constant(w) for w in model.initial_trainable]
+    support_x, support_y = tf.constant(ep['support_x']), tf.constant(ep['support_y'])
+    with tf.GradientTape() as tape:
+      tape.watch(weights)
+      loss = helpers.ce(helpers.mlp_logits(weights, support_x), support_y)
+    grads = tape.gradient(loss, weights)
+    adapter = personalized.sgd_adapter(model, 0.9, 1)
+    rates = [tf.fill(w.shape, 0.3) for w in weights]
+    got = [adapter({'weights': weights}, support_x, support_y),
+           adapter({'weights': weights, 'rates': rates}, support_x, support_y)]
+    want = [[w - rate * g for w, g in zip(weights, grads)] for rate in (0.9, 0.3)]
+    with tf.compat.v1.Session() as session:
+      got, want = session.run((got, want))
+  for g, w in zip(got, want):
+    helpers.assert_rel_close(g, w, rtol=1e-5)

@@ -93,3 +93,27 @@ def test_method_hparams_apply_per_algorithm(tmp_path):
     config_lib.load(_write(tmp_path, '[method_hparams.fedavg]\nalpha = 1\n'))
   with pytest.raises(UnknownNameError, match="Unknown algorithm 'fedavgg'"):
     config_lib.load(_write(tmp_path, '[method_hparams.fedavgg]\nclient_lr = 1\n'))
+
+
+def test_method_hparams_take_only_the_methods_own_keys(tmp_path):
+  # inner_lr is a key of [hparams] (FedMeta reads it), but FedAvg does not read it.
+  with pytest.raises(config_lib.ConfigError,
+                     match=r"\[method_hparams.fedavg\] key 'inner_lr'; fedavg reads: \[.*'client_lr'"):
+    config_lib.load(_write(tmp_path, '[method_hparams.fedavg]\ninner_lr = 0.1\n'))
+
+
+def test_flag_help_comes_from_the_registries_and_dataclasses():
+  from tff_meta.algorithms import ALGORITHMS  # pylint: disable=g-import-not-at-top
+  assert all(name in config_lib.HELP['algorithm'] for name in ALGORITHMS.names())
+  # An hparam's help is its field's text and the algorithms that read it.
+  assert config_lib.HELP['prox_mu'].startswith('FedProx mu:')
+  assert config_lib.HELP['prox_mu'].endswith('Read by: fedprox.')
+  assert 'Read by: every algorithm.' in config_lib.HELP['weighting']
+  assert config_lib.HELP['finetune_epochs'].endswith('Read by: fedavg_meta.')
+  assert config_lib.HELP['client_lr'].endswith('fedmeta_fedper_metasgd, fedper, fedprox, fedrep, '
+                                                'lg_fedavg, local_only, reptile, scaffold.')
+
+
+def test_apfl_alpha_range_is_checked(tmp_path):
+  with pytest.raises(config_lib.ConfigError, match=r'hparams.apfl_alpha must be in \[0, 1\], got 1.5'):
+    config_lib.load(_write(tmp_path, '[hparams]\napfl_alpha = 1.5\n')).validate()

@@ -39,13 +39,14 @@ Type signatures (W = model weights, C = <visits=float32, personal=W, alpha=float
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.algorithms import base, personal_state
+from tff_meta.algorithms import base, hparams, personal_state
 from tff_meta.learning import local_training, losses
 
 
@@ -93,9 +94,9 @@ def _client_fn(model, optimizer, epochs, batch_size, params, client_state, data)
   w, v, alpha, stats = local_update(model, optimizer, epochs, batch_size, params['weights'],
                                     client_state['personal'], client_state['alpha'],
                                     data['x'], data['y'])
-  update = collections.OrderedDict(weights=[g - t for g, t in zip(params['weights'], w)])
+  update = collections.OrderedDict(weights=local_training.pseudo_gradient(params['weights'], w))
   new_state = collections.OrderedDict(visits=client_state['visits'], personal=v, alpha=alpha)
-  return update, tf.size(data['y']), personal_state.per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def validate(alpha: float, local_epochs: int, batch_size: int) -> None:
@@ -116,12 +117,20 @@ def build_apfl_process(model, *, alpha: float, client_optimizer, server_optimize
       server_optimizer=server_optimizer, weighting=weighting, model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, model_aggregator=None):
-  optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+@dataclasses.dataclass(frozen=True)
+class APFLHparams(hparams.LocalTraining, hparams.FedAvgServer):
+  """eta = client_lr with the client optimizer; the initial alpha_i."""
+  apfl_alpha: float = hparams.hparam(
+      0.5, 'APFL: initial mixing weight of the personal model (learned per client).',
+      hparams.between(0, 1))
+
+
+def _build(model, hp: APFLHparams, model_aggregator=None):
+  optimizer = base.client_optimizer(hp)
   proc = build_apfl_process(
       model, alpha=hp.apfl_alpha, client_optimizer=optimizer,
-      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
+      server_optimizer=base.fedavg_server_optimizer(hp), local_epochs=hp.local_epochs,
+      batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
       model_aggregator=model_aggregator)
 
   def new(params, support_x, support_y):
@@ -131,9 +140,12 @@ def _build(model, hp: base.Hparams, model_aggregator=None):
     return v + [alpha]
 
   return personal_state.build_algorithm(
-      model, proc, name='apfl', display_name='APFL', new=new,
+      model, proc, new=new,
       known=lambda client_state: client_state['personal'] + [client_state['alpha']],
       finish=lambda params, chosen: mix(chosen[-1], chosen[:-1], params['weights']))
 
 
-base.ALGORITHMS.add('apfl', _build)
+base.register(base.AlgorithmEntry(
+    'apfl', 'APFL', APFLHparams, _build,
+    description='APFL (Deng et al. 2020): personal model mixed with the global one; *stateful*',
+    source='FedEC'))

@@ -1,55 +1,25 @@
-"""What an algorithm builder returns, and the hyperparameters every builder reads."""
+"""What an algorithm builder returns, and the registry entry that owns an algorithm.
+
+An algorithm module (`tff_meta/algorithms/<name>.py`) holds the whole
+definition of its algorithms: the client work, a frozen hparams dataclass
+(`algorithms.hparams`), the FLOPs of one client's round next to the client
+work they count, and its `AlgorithmEntry` in `ALGORITHMS`, which binds them.
+Nothing outside the module needs the algorithm's name.
+"""
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Any, Callable, Optional
+import functools
+from typing import Any, Callable, Mapping, Optional
 
-import numpy as np
 import tensorflow_federated as tff
 
+from tff_meta.algorithms import hparams as hparams_lib
 from tff_meta.algorithms.federated_process import FederatedProcess
+from tff_meta.evaluation import flops
 from tff_meta.registry import Registry
-
-
-@dataclasses.dataclass
-class Hparams:
-  """Hyperparameters; names follow FedMeta (alpha = inner_lr, beta = server_lr)."""
-  inner_lr: float = 0.001            # alpha
-  inner_steps: int = 1
-  eval_inner_steps: int = -1         # -1: same as inner_steps
-  server_optimizer: str = 'adam'     # FedMeta Appendix A.2 uses Adam
-  server_lr: float = 0.0001          # beta
-  fedavg_server_optimizer: str = 'sgd'  # FedAvg: SGD at 1.0 = plain model averaging
-  fedavg_server_lr: float = 1.0
-  client_optimizer: str = 'adam'     # FedAvg local optimizer (Appendix A.2)
-  client_lr: float = 0.0001
-  local_epochs: int = 1
-  batch_size: int = 10
-  finetune_epochs: int = 1           # FedAvg(Meta) fine-tuning on support
-  weighting: str = ''                # '' = the algorithm's default
-  # Personalized FL (issue #4). FedEC (Lan et al.): alpha, tau = local_epochs,
-  # eps_in = client_lr, eps_out = server_lr with server_optimizer = 'sgd'.
-  constraint_weight: float = 1.0     # FedEC alpha (Eq. 6, 11); FedEC-l2's L2 weight
-  personal_layers: str = '-1'        # model split: layers kept on the client (models/split.py)
-  new_client_candidates: int = 8     # LG-FedAvg test: stored local parts a new client tries
-  head_epochs: int = 10              # FedRep: head epochs before the body's local_epochs
-  personal_epochs: int = 1           # Ditto: epochs on the personal model v_i
-  ditto_lambda: float = 0.1          # Ditto lambda (proximal weight to the global model)
-  apfl_alpha: float = 0.5            # APFL initial mixing weight alpha_i
-  population: int = 0                # N training clients (SCAFFOLD's |S|/N); 0 = from the data
-  sampled_clients: int = 0           # |S| clients per round (SCAFFOLD's |S|/N); 0 = clients_per_round
-  # Per-FedAvg (Fallah et al. 2020, Alg. 1): alpha = inner_lr; pFedMe (T. Dinh
-  # et al. 2020, Alg. 1): beta = fedavg_server_lr; FedProx: local training as FedAvg.
-  local_steps: int = 10              # Per-FedAvg tau / pFedMe R: local steps, one fresh batch each
-  per_fedavg_beta: float = 0.001     # Per-FedAvg beta (local meta step)
-  hf_delta: float = 0.001            # Per-FedAvg(HF) delta (finite-difference Hessian-vector product)
-  prox_mu: float = 0.01              # FedProx mu (Li et al. 2020, Eq. 2)
-  pfedme_lambda: float = 15.0        # pFedMe lambda (Eq. 2)
-  pfedme_inner_steps: int = 5        # pFedMe K: steps solving theta_i (Eq. 7)
-  pfedme_personal_lr: float = 0.01   # pFedMe: rate of those K steps
-  pfedme_eta: float = 0.005          # pFedMe eta: local rate of w (Eq. 8)
 
 
 @dataclasses.dataclass
@@ -71,11 +41,11 @@ class Algorithm:
       Sec. 5.2); `evaluate` then takes (params, candidates, client_states,
       episodes).
   """
-  name: str
-  display_name: str
   process: FederatedProcess
   evaluate: tff.Computation
   train_data: str
+  name: str = ''
+  display_name: str = ''
   client_flops: Optional[Callable[[Any], int]] = None
   num_candidates: int = 1
 
@@ -98,5 +68,100 @@ OPTIMIZERS.add('sgd', lambda lr: tff.learning.optimizers.build_sgdm(learning_rat
 OPTIMIZERS.add('momentum', lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr, momentum=0.9))
 OPTIMIZERS.add('adam', lambda lr: tff.learning.optimizers.build_adam(learning_rate=lr))
 
-# name -> builder(model: ModelSpec, hparams: Hparams) -> Algorithm
+# (hparams, model cost, num_support, num_query, num_examples) -> FLOPs of one client's round.
+RoundFlops = Callable[[Any, flops.ModelCost, int, int, int], int]
+
+
+@dataclasses.dataclass(frozen=True)
+class AlgorithmEntry:
+  """One registered algorithm, as its module defines it.
+
+  Calling the entry builds the algorithm: `ALGORITHMS.get(name)(model, hp,
+  model_aggregator=None)`, with `hp` an instance of `hparams`, a mapping of
+  its fields, or any dataclass holding them (a config's `[hparams]` table,
+  of which it takes the fields it reads); None = the defaults.
+
+  Attributes:
+    name: registry name, e.g. 'fedmeta_maml'.
+    display_name: the paper's name, e.g. 'FedMeta(MAML)'.
+    hparams: the frozen dataclass of the hyperparameters it reads
+      (`algorithms.hparams`); its `validate()` runs before `build`.
+    build: `(model, hp, model_aggregator) -> Algorithm` (name, display
+      name and FLOPs are filled in by the entry).
+    description: one line for README's catalog (`tff_meta.catalog`).
+    source: the paper, as named in README's paper list.
+    round_flops: FLOPs of one client's round (`RoundFlops`), or None when
+      the algorithm has no FLOPs model.
+  """
+  name: str
+  display_name: str
+  hparams: type
+  build: Callable[..., Algorithm]
+  description: str = ''
+  source: str = '—'
+  round_flops: Optional[RoundFlops] = None
+
+  def make_hparams(self, hp=None):
+    """`hp` as this algorithm's dataclass (see the class docstring)."""
+    if isinstance(hp, self.hparams):
+      return hp
+    if hp is None:
+      return self.hparams()
+    if isinstance(hp, Mapping):
+      return self.hparams.from_values(hp)
+    return self.hparams.from_values(dataclasses.asdict(hp), strict=False)
+
+  def __call__(self, model, hp=None, model_aggregator=None) -> Algorithm:
+    hp = self.make_hparams(hp)
+    hp.validate()
+    alg = self.build(model, hp, model_aggregator=model_aggregator)
+    cost = None if self.round_flops is None else flops.client_flops_fn(
+        functools.partial(self.round_flops, hp), model)
+    return dataclasses.replace(alg, name=self.name, display_name=self.display_name,
+                               client_flops=cost)
+
+
+def variant_entries(build: Callable, hparams: type, source: str, variants,
+                    round_flops: Optional[Callable] = None) -> list:
+  """One `AlgorithmEntry` per (variant, name, display_name, description) of a family whose
+  `build` and `round_flops` take the variant (`build(..., variant=v)`, `round_flops(v, ...)`)."""
+  return [AlgorithmEntry(name, display_name, hparams, functools.partial(build, variant=variant),
+                         description=description, source=source,
+                         round_flops=round_flops and functools.partial(round_flops, variant))
+          for variant, name, display_name, description in variants]
+
+
+def register(*entries: AlgorithmEntry) -> None:
+  """Adds `entries` to `ALGORITHMS` (each algorithm module calls this once)."""
+  for entry in entries:
+    ALGORITHMS.add(entry.name, entry)
+
+
+def fedavg_server_optimizer(hp):
+  """The FedAvg family's server step, from `hparams.FedAvgServer`'s fields."""
+  return build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr)
+
+
+def meta_server_optimizer(hp):
+  """FedMeta's outer step, from `hparams.MetaServer`'s fields."""
+  return build_optimizer(hp.server_optimizer, hp.server_lr)
+
+
+def client_optimizer(hp):
+  """The local optimizer, from `hparams.LocalTraining`'s fields."""
+  return build_optimizer(hp.client_optimizer, hp.client_lr)
+
+
+def registered_hparams() -> type:
+  """The union of the registered algorithms' hparams (`hparams.table`): a config's `[hparams]`."""
+  return hparams_lib.table(ALGORITHMS.get(name).hparams for name in ALGORITHMS)
+
+
+def readers(field_name: str) -> list:
+  """The registered algorithms whose hparams have `field_name`."""
+  return [name for name in ALGORITHMS
+          if field_name in {f.name for f in dataclasses.fields(ALGORITHMS.get(name).hparams)}]
+
+
+# name -> AlgorithmEntry
 ALGORITHMS: Registry = Registry('algorithm')

@@ -27,9 +27,10 @@ Type signatures (W = model weights, C = <visits=float32, personal=W>):
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
-from tff_meta.algorithms import base, fedavg, personal_state
+from tff_meta.algorithms import base, fedavg, hparams, personal_state
 from tff_meta.learning import local_training, losses
 
 
@@ -71,22 +72,33 @@ def build_ditto_process(model, *, lam: float, client_optimizer, server_optimizer
       server_optimizer=server_optimizer, weighting=weighting, model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, model_aggregator=None):
-  optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+@dataclasses.dataclass(frozen=True)
+class DittoHparams(hparams.LocalTraining, hparams.FedAvgServer):
+  """FedAvg's local training and server step; the personal model's epochs and lambda."""
+  personal_epochs: int = hparams.hparam(
+      1, 'Ditto: local epochs on the personal model per round.', hparams.at_least(0))
+  ditto_lambda: float = hparams.hparam(
+      0.1, 'Ditto lambda: weight of the proximal term to the global model.', hparams.at_least(0))
+
+
+def _build(model, hp: DittoHparams, model_aggregator=None):
+  optimizer = base.client_optimizer(hp)
   proc = build_ditto_process(
       model, lam=hp.ditto_lambda, client_optimizer=optimizer,
-      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      local_epochs=hp.local_epochs, personal_epochs=hp.personal_epochs,
-      batch_size=hp.batch_size, weighting=hp.weighting or 'num_examples',
-      model_aggregator=model_aggregator)
+      server_optimizer=base.fedavg_server_optimizer(hp), local_epochs=hp.local_epochs,
+      personal_epochs=hp.personal_epochs, batch_size=hp.batch_size,
+      weighting=hp.weighting or 'num_examples', model_aggregator=model_aggregator)
 
   def new(params, support_x, support_y):
     return personal_update(model, optimizer, hp.personal_epochs, hp.batch_size, hp.ditto_lambda,
                            params['weights'], params['weights'], support_x, support_y)
 
   return personal_state.build_algorithm(
-      model, proc, name='ditto', display_name='Ditto', new=new,
+      model, proc, new=new,
       known=lambda client_state: client_state['personal'])
 
 
-base.ALGORITHMS.add('ditto', _build)
+base.register(base.AlgorithmEntry(
+    'ditto', 'Ditto', DittoHparams, _build,
+    description='Ditto (Li et al. 2021): a regularized personal model per client; *stateful*',
+    source='FedEC'))

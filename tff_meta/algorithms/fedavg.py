@@ -10,6 +10,9 @@
   then is scored on its query set (FedMeta Sec. 4.2, "learning to fine-tune").
   FedAvg is scored on the query set without adaptation.
 
+FLOPs of a client's round (`round_flops`): E n (F + B_F) + steps c_opt P, with
+steps = E ceil(n / B) local optimizer steps (`evaluation.flops`).
+
 Client work type signature:
     (<weights=float32[...]...>, <x=X[?,...], y=int32[?]>)
       -> <weighted_update, weight, metrics, num_clients, num_rejected>
@@ -18,11 +21,13 @@ Client work type signature:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
+import math
 
 import tensorflow as tf
 
-from tff_meta.algorithms import base, process
+from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
 from tff_meta.learning import local_training
 
@@ -31,11 +36,8 @@ def _client_fn(model, optimizer, epochs, batch_size, params, data):
   trained, stats = local_training.train_minibatches(
       model.logits, params['weights'], data['x'], data['y'], optimizer, epochs, batch_size)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
-  stats['num_examples'] = stats['num_examples'] / float(epochs)
-  stats['loss_sum'] = stats['loss_sum'] / float(epochs)
-  stats['correct'] = stats['correct'] / float(epochs)
-  return update, tf.size(data['y']), stats
+      weights=local_training.pseudo_gradient(params['weights'], trained))
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs)
 
 
 def build_fedavg_process(model, *, client_optimizer, server_optimizer, local_epochs: int,
@@ -51,30 +53,68 @@ def build_fedavg_process(model, *, client_optimizer, server_optimizer, local_epo
       model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, *, fine_tune: bool, name: str, display_name: str,
-           model_aggregator=None):
-  client_optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+@dataclasses.dataclass(frozen=True)
+class FedAvgHparams(hparams.LocalTraining, hparams.FedAvgServer):
+  """FedAvg's local training and server step."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgMetaHparams(FedAvgHparams):
+  """FedAvg's, plus the fine-tuning at evaluation."""
+  finetune_epochs: int = hparams.hparam(
+      1, 'FedAvg(Meta) fine-tuning epochs on the support set at evaluation.', hparams.at_least(0))
+
+
+def local_training_flops(hp: hparams.LocalTraining, cost: flops.ModelCost, num_examples: int,
+                         per_step: int = 0) -> int:
+  """E n (F + B_F) + steps (c_opt + per_step) P-FLOPs: `local_epochs` epochs of minibatch
+  training on n examples, steps = E ceil(n / B) optimizer steps (`flops` module docstring);
+  `per_step` FLOPs more per step (a proximal term's value and gradient)."""
+  steps = hp.local_epochs * math.ceil(num_examples / hp.batch_size)
+  return (hp.local_epochs * num_examples * cost.train_step
+          + steps * (flops.optimizer_step_flops(hp.client_optimizer, cost.params) + per_step))
+
+
+def round_flops(hp: FedAvgHparams, cost: flops.ModelCost, num_support: int, num_query: int,
+                num_examples: int) -> int:
+  """FedAvg and FedAvg(Meta) (the same training): `local_training_flops`."""
+  del num_support, num_query
+  return local_training_flops(hp, cost, num_examples)
+
+
+def minibatch_adapter(model, optimizer, epochs: int, batch_size: int) -> personalized.Adapter:
+  """Evaluation: `epochs` epochs of minibatch training from the global model on the support
+  set (FedAvg(Meta)'s fine-tuning; Reptile's U_i^tau)."""
+
+  def adapter(params, support_x, support_y):
+    weights, _ = local_training.train_minibatches(
+        model.logits, params['weights'], support_x, support_y, optimizer, epochs, batch_size)
+    return weights
+
+  return adapter
+
+
+def _build(model, hp: FedAvgHparams, *, fine_tune: bool, model_aggregator=None):
+  """FedAvg; with `fine_tune` (hp: FedAvgMetaHparams), FedAvg(Meta)."""
+  client_optimizer = base.client_optimizer(hp)
   proc = build_fedavg_process(
-      model, client_optimizer=client_optimizer,
-      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
+      model, client_optimizer=client_optimizer, server_optimizer=base.fedavg_server_optimizer(hp),
       local_epochs=hp.local_epochs, batch_size=hp.batch_size,
       weighting=hp.weighting or 'num_examples',
       model_aggregator=model_aggregator)
-  if fine_tune:
-    def adapter(params, support_x, support_y):
-      weights, _ = local_training.train_minibatches(
-          model.logits, params['weights'], support_x, support_y, client_optimizer,
-          hp.finetune_epochs, hp.batch_size)
-      return weights
-  else:
-    adapter = personalized.no_adaptation
+  adapter = (minibatch_adapter(model, client_optimizer, hp.finetune_epochs, hp.batch_size)
+             if fine_tune else personalized.no_adaptation)
   evaluate = personalized.build_personalized_evaluation(model, proc.params_type, adapter)
-  return base.Algorithm(name=name, display_name=display_name, process=proc,
-                        evaluate=evaluate, train_data='full',
-                        client_flops=flops.client_flops_fn(name, model, hp))
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full')
 
 
-base.ALGORITHMS.add('fedavg', functools.partial(
-    _build, fine_tune=False, name='fedavg', display_name='FedAvg'))
-base.ALGORITHMS.add('fedavg_meta', functools.partial(
-    _build, fine_tune=True, name='fedavg_meta', display_name='FedAvg(Meta)'))
+base.register(
+    base.AlgorithmEntry(
+        'fedavg', 'FedAvg', FedAvgHparams, functools.partial(_build, fine_tune=False),
+        description='FedAvg: local SGD on all of a client\'s data; scored without adaptation',
+        source='FedMeta', round_flops=round_flops),
+    base.AlgorithmEntry(
+        'fedavg_meta', 'FedAvg(Meta)', FedAvgMetaHparams,
+        functools.partial(_build, fine_tune=True),
+        description='FedAvg(Meta): FedAvg training, fine-tuned on the support set at evaluation',
+        source='FedMeta', round_flops=round_flops))

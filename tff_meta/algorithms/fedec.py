@@ -31,11 +31,12 @@ Type signatures (W = model weights, C = <visits=float32, hat=W>):
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import tensorflow as tf
 
-from tff_meta.algorithms import base, fedavg, stateful
+from tff_meta.algorithms import base, fedavg, hparams, stateful
 from tff_meta.evaluation import flops, personalized
 from tff_meta.learning import local_training, losses
 
@@ -69,17 +70,47 @@ def inner_update(model, optimizer, epochs, batch_size, kind, alpha, weights, cli
 def _client_fn(model, optimizer, epochs, batch_size, kind, alpha, params, client_state, data):
   trained, stats = inner_update(model, optimizer, epochs, batch_size, kind, alpha,
                                 params['weights'], client_state, data['x'], data['y'])
-  update = collections.OrderedDict(weights=[w - t for w, t in zip(params['weights'], trained)])
-  stats = collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
+  update = collections.OrderedDict(
+      weights=local_training.pseudo_gradient(params['weights'], trained))
   new_state = collections.OrderedDict(visits=client_state['visits'], hat=trained)
-  return update, tf.size(data['y']), stats, new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
-def _validate(hp: base.Hparams):
-  if hp.local_epochs < 1:
-    raise ValueError(f'FedEC needs tau = local_epochs >= 1, got {hp.local_epochs}.')
-  if hp.constraint_weight < 0:
-    raise ValueError(f'FedEC needs alpha = constraint_weight >= 0, got {hp.constraint_weight}.')
+@dataclasses.dataclass(frozen=True)
+class FedECHparams(hparams.LocalTraining, hparams.MetaServer):
+  """tau = local_epochs, eps_in = client_lr, eps_out = server_lr (with server_optimizer = 'sgd'),
+  alpha = constraint_weight; one dataclass for FedEC, FedEC-l2 and FedEC-wo (Reptile)."""
+  constraint_weight: float = hparams.hparam(
+      1.0, 'FedEC alpha: weight of the KL constraint to the client\'s last adapted model '
+      '(FedEC-l2: of the L2 constraint); >= 0.', hparams.at_least(0))
+
+  def validate(self) -> None:
+    if self.local_epochs < 1:
+      raise ValueError(f'FedEC needs tau = local_epochs >= 1, got {self.local_epochs}.')
+    if self.constraint_weight < 0:
+      raise ValueError(f'FedEC needs alpha = constraint_weight >= 0, got '
+                       f'{self.constraint_weight}.')
+
+
+def round_flops(constraint: str, hp: FedECHparams, cost: flops.ModelCost, num_support: int,
+                num_query: int, num_examples: int) -> int:
+  """FedAvg's local training (`fedavg.local_training_flops`) plus the constraint's cost.
+
+  - Reptile (no constraint): nothing more.
+  - FedEC (KL, Eq. 9): the forward pass of the client's last adapted model
+    θ̂_i on every minibatch, E n F (no backward: θ̂_i is a constant). This
+    is an upper bound: on a client's first participation (Eq. 6) the term is
+    0 and that forward pass is skipped, which the round data do not show.
+  - FedEC-l2: (α/2) ||θ - θ̂_i||²'s value and gradient, 6P per local step
+    (as FedProx's proximal term).
+  """
+  del num_support, num_query
+  if constraint == 'l2':
+    return fedavg.local_training_flops(hp, cost, num_examples, per_step=6 * cost.params)
+  total = fedavg.local_training_flops(hp, cost, num_examples)
+  if constraint == 'kl':
+    total += hp.local_epochs * num_examples * cost.forward
+  return total
 
 
 def build_fedec_process(model, *, constraint: str, alpha: float, client_optimizer,
@@ -98,14 +129,12 @@ def build_fedec_process(model, *, constraint: str, alpha: float, client_optimize
       model_aggregator=model_aggregator)
 
 
-def _build_fedec(model, hp: base.Hparams, *, constraint: str, name: str, display_name: str,
-                 model_aggregator=None):
-  _validate(hp)
-  optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+def _build_fedec(model, hp: FedECHparams, *, constraint: str, model_aggregator=None):
+  optimizer = base.client_optimizer(hp)
   proc = build_fedec_process(
       model, constraint=constraint, alpha=hp.constraint_weight, client_optimizer=optimizer,
-      server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
-      local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
+      server_optimizer=base.meta_server_optimizer(hp), local_epochs=hp.local_epochs,
+      batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
       model_aggregator=model_aggregator)
 
   def personalize(params, candidates, client_state, support_x, support_y):
@@ -116,33 +145,31 @@ def _build_fedec(model, hp: base.Hparams, *, constraint: str, name: str, display
     return weights
 
   evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
-  return base.Algorithm(name=name, display_name=display_name, process=proc, evaluate=evaluate,
-                        train_data='full', client_flops=flops.client_flops_fn('fedavg', model, hp))
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full')
 
 
-def _build_reptile(model, hp: base.Hparams, model_aggregator=None):
-  _validate(hp)
-  optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+def _build_reptile(model, hp: FedECHparams, model_aggregator=None):
+  optimizer = base.client_optimizer(hp)
   proc = fedavg.build_fedavg_process(
-      model, client_optimizer=optimizer,
-      server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
+      model, client_optimizer=optimizer, server_optimizer=base.meta_server_optimizer(hp),
       local_epochs=hp.local_epochs, batch_size=hp.batch_size, weighting=hp.weighting or 'uniform',
       model_aggregator=model_aggregator)
-
-  def adapter(params, support_x, support_y):   # U_i^tau(phi), unconstrained
-    weights, _ = local_training.train_minibatches(
-        model.logits, params['weights'], support_x, support_y, optimizer, hp.local_epochs,
-        hp.batch_size)
-    return weights
-
+  # U_i^tau(phi), unconstrained
+  adapter = fedavg.minibatch_adapter(model, optimizer, hp.local_epochs, hp.batch_size)
   evaluate = personalized.build_personalized_evaluation(model, proc.params_type, adapter)
-  return base.Algorithm(name='reptile', display_name='FedEC-wo (Reptile)', process=proc,
-                        evaluate=evaluate, train_data='full',
-                        client_flops=flops.client_flops_fn('fedavg', model, hp))
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full')
 
 
-base.ALGORITHMS.add('reptile', _build_reptile)
-base.ALGORITHMS.add('fedec', functools.partial(
-    _build_fedec, constraint='kl', name='fedec', display_name='FedEC'))
-base.ALGORITHMS.add('fedec_l2', functools.partial(
-    _build_fedec, constraint='l2', name='fedec_l2', display_name='FedEC-l2'))
+base.register(
+    base.AlgorithmEntry(
+        'reptile', 'FedEC-wo (Reptile)', FedECHparams, _build_reptile,
+        description='FedEC-wo / Reptile: first-order outer step toward the adapted models',
+        source='FedEC', round_flops=functools.partial(round_flops, '')),
+    base.AlgorithmEntry(
+        'fedec', 'FedEC', FedECHparams, functools.partial(_build_fedec, constraint='kl'),
+        description='FedEC: Reptile with a KL constraint to the client\'s last adapted model; '
+        '*stateful*', source='FedEC', round_flops=functools.partial(round_flops, 'kl')),
+    base.AlgorithmEntry(
+        'fedec_l2', 'FedEC-l2', FedECHparams, functools.partial(_build_fedec, constraint='l2'),
+        description='FedEC-l2: the same with an L2 constraint; *stateful*', source='FedEC',
+        round_flops=functools.partial(round_flops, 'l2')))

@@ -22,12 +22,13 @@ Client work type signature:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import numpy as np
 import tensorflow as tf
 
-from tff_meta.algorithms import base, process
+from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
 from tff_meta.learning import adaptation, losses
 
@@ -44,7 +45,7 @@ def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order,
   flat = tf.nest.flatten(params)
   with tf.GradientTape() as tape:
     tape.watch(flat)
-    rates = params['rates'] if 'rates' in params else inner_lr
+    rates = personalized.rates_of(params, inner_lr)
     support_loss = lambda w: loss.value(model.logits(w, data['support_x']), data['support_y'])
     adapted = adaptation.sgd_adapt(support_loss, params['weights'], rates, inner_steps, first_order)
     query_logits = model.logits(adapted, data['query_x'])
@@ -88,28 +89,63 @@ def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: 
       server_optimizer=server_optimizer, weighting=weighting, model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str,
-           model_aggregator=None):
+@dataclasses.dataclass(frozen=True)
+class FedMetaHparams(hparams.Base, hparams.InnerLoop, hparams.MetaServer):
+  """alpha (inner_lr), the inner steps and the server's beta (server_lr) of Alg. 1."""
+
+
+# MAML's outer backward through one inner step, as a multiple of that step's
+# fwd + bwd (reverse over reverse; see `round_flops`).
+SECOND_ORDER_FACTOR = 2
+
+
+def round_flops(variant: str, hp: FedMetaHparams, cost: flops.ModelCost, num_support: int,
+                num_query: int, num_examples: int) -> int:
+  """FLOPs of one client's episode (n_s, n_q examples; K = inner_steps; `evaluation.flops`).
+
+  - FOMAML: K inner steps on the support set, K (n_s (F + B_F) + 2P) (fwd +
+    bwd, then theta - alpha g), and the query set's fwd + bwd, n_q (F + B_F).
+    The inner gradient is held constant, so the outer gradient passes back
+    through the inner steps as the identity: nothing more.
+  - MAML: FOMAML plus, per inner step, the outer backward pass through the
+    inner gradient, a Hessian-vector product. TF computes it reverse over
+    reverse: it differentiates the recorded support backward pass and the
+    support forward pass again. Every product of the inner fwd + bwd is
+    differentiated with respect to its two operands, so this costs
+    SECOND_ORDER_FACTOR = 2 x the inner fwd + bwd: 2 n_s (F + B_F) per step,
+    + 2P (scale by alpha and accumulate). Counting the graph TF builds
+    confirms it: in MAML's client graph every support-set matrix product
+    appears 3 times, in FOMAML's once. (Pearlmutter's forward-over-reverse
+    product would cost about one fwd + bwd; TF's tape does not use it.)
+    MAML = K (3 n_s (F + B_F) + 4P) + n_q (F + B_F).
+  - Meta-SGD: MAML plus the per-parameter rate products: the gradient with
+    respect to alpha, v (o) g, is P more multiplications per inner step.
+  """
+  del num_examples
+  step, p, k = cost.train_step, cost.params, hp.inner_steps
+  total = k * (num_support * step + 2 * p) + num_query * step
+  if variant != 'fomaml':
+    total += k * (SECOND_ORDER_FACTOR * num_support * step + 2 * p)
+  if variant == 'metasgd':
+    total += k * p
+  return total
+
+
+def _build(model, hp: FedMetaHparams, *, variant: str, model_aggregator=None):
   proc = build_fedmeta_process(
       model, variant=variant, inner_lr=hp.inner_lr, inner_steps=hp.inner_steps,
-      server_optimizer=base.build_optimizer(hp.server_optimizer, hp.server_lr),
-      weighting=hp.weighting or 'uniform',
+      server_optimizer=base.meta_server_optimizer(hp), weighting=hp.weighting or 'uniform',
       model_aggregator=model_aggregator)
-  steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.inner_steps
-
-  def adapter(params, support_x, support_y):
-    rates = params['rates'] if 'rates' in params else hp.inner_lr
-    loss = lambda w: losses.cross_entropy(model.logits(w, support_x), support_y)
-    return adaptation.sgd_adapt(loss, params['weights'], rates, steps, first_order=True)
-
-  evaluate = personalized.build_personalized_evaluation(model, proc.params_type, adapter)
-  return base.Algorithm(name=name, display_name=display_name, process=proc,
-                        evaluate=evaluate, train_data='episode',
-                        client_flops=flops.client_flops_fn(name, model, hp))
+  evaluate = personalized.build_personalized_evaluation(
+      model, proc.params_type,
+      personalized.sgd_adapter(model, hp.inner_lr, hp.eval_steps(hp.inner_steps)))
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='episode')
 
 
-for _variant, _name, _display in (('maml', 'fedmeta_maml', 'FedMeta(MAML)'),
-                                  ('fomaml', 'fedmeta_fomaml', 'FedMeta(FOMAML)'),
-                                  ('metasgd', 'fedmeta_metasgd', 'FedMeta(Meta-SGD)')):
-  base.ALGORITHMS.add(_name, functools.partial(
-      _build, variant=_variant, name=_name, display_name=_display))
+base.register(*base.variant_entries(_build, FedMetaHparams, 'FedMeta', (
+    ('maml', 'fedmeta_maml', 'FedMeta(MAML)',
+     'FedMeta(MAML): second-order meta-gradient of the query loss'),
+    ('fomaml', 'fedmeta_fomaml', 'FedMeta(FOMAML)',
+     'FedMeta(FOMAML): the same with the inner gradient held constant'),
+    ('metasgd', 'fedmeta_metasgd', 'FedMeta(Meta-SGD)',
+     'FedMeta(Meta-SGD): also learns a per-parameter inner rate α')), round_flops))

@@ -35,11 +35,12 @@ Client work type signature:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import tensorflow as tf
 
-from tff_meta.algorithms import base, process
+from tff_meta.algorithms import base, fedavg, hparams, process
 from tff_meta.evaluation import flops, personalized
 from tff_meta.learning import local_training, losses
 
@@ -50,10 +51,8 @@ def _client_fn(model, optimizer, mu, epochs, batch_size, params, data):
       model.logits, params['weights'], data['x'], data['y'], optimizer, epochs, batch_size,
       regularizer=proximal)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
-  # Per-epoch sums, so num_examples is the client's size (as FedAvg reports).
-  stats = collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
-  return update, tf.size(data['y']), stats
+      weights=local_training.pseudo_gradient(params['weights'], trained))
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs)
 
 
 def build_fedprox_process(model, *, mu: float, client_optimizer, server_optimizer,
@@ -73,19 +72,34 @@ def build_fedprox_process(model, *, mu: float, client_optimizer, server_optimize
       model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, model_aggregator=None):
+@dataclasses.dataclass(frozen=True)
+class FedProxHparams(hparams.LocalTraining, hparams.FedAvgServer):
+  """FedAvg's local training and server step, plus mu."""
+  prox_mu: float = hparams.hparam(
+      0.01, 'FedProx mu: weight of the proximal term (mu/2)||w - w_t||^2; >= 0 (0 = FedAvg).',
+      hparams.at_least(0), symbol='FedProx mu')
+
+
+def round_flops(hp: FedProxHparams, cost: flops.ModelCost, num_support: int, num_query: int,
+                num_examples: int) -> int:
+  """FedAvg's count + 6P per local step for the proximal term (mu/2) ||w - w_t||^2: its value
+  (subtract, square, sum) and gradient."""
+  del num_support, num_query
+  return fedavg.local_training_flops(hp, cost, num_examples, per_step=6 * cost.params)
+
+
+def _build(model, hp: FedProxHparams, model_aggregator=None):
   proc = build_fedprox_process(
-      model, mu=hp.prox_mu,
-      client_optimizer=base.build_optimizer(hp.client_optimizer, hp.client_lr),
-      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      local_epochs=hp.local_epochs, batch_size=hp.batch_size,
-      weighting=hp.weighting or 'num_examples',
+      model, mu=hp.prox_mu, client_optimizer=base.client_optimizer(hp),
+      server_optimizer=base.fedavg_server_optimizer(hp), local_epochs=hp.local_epochs,
+      batch_size=hp.batch_size, weighting=hp.weighting or 'num_examples',
       model_aggregator=model_aggregator)
   evaluate = personalized.build_personalized_evaluation(
       model, proc.params_type, personalized.no_adaptation)
-  return base.Algorithm(name='fedprox', display_name='FedProx', process=proc,
-                        evaluate=evaluate, train_data='full',
-                        client_flops=flops.client_flops_fn('fedprox', model, hp))
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full')
 
 
-base.ALGORITHMS.add('fedprox', _build)
+base.register(base.AlgorithmEntry(
+    'fedprox', 'FedProx', FedProxHparams, _build,
+    description='FedProx (Li et al. 2020): local training with a proximal term μ', source='FedEC',
+    round_flops=round_flops))

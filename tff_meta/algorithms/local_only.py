@@ -25,12 +25,12 @@ Type signatures (W = model weights, C = <visits=float32, weights=W>):
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import tensorflow as tf
 
-from tff_meta.algorithms import aggregation, base, personal_state, stateful
-from tff_meta.evaluation import flops
+from tff_meta.algorithms import aggregation, base, fedavg, hparams, personal_state
 from tff_meta.learning import local_training
 
 
@@ -39,7 +39,7 @@ def _client_fn(model, optimizer, epochs, batch_size, params, client_state, data)
       model.logits, client_state['weights'], data['x'], data['y'], optimizer, epochs, batch_size)
   update = collections.OrderedDict(weights=[tf.zeros_like(w) for w in params['weights']])
   new_state = collections.OrderedDict(visits=client_state['visits'], weights=trained)
-  return update, tf.size(data['y']), personal_state.per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def build_local_only_process(model, *, client_optimizer, local_epochs: int, batch_size: int):
@@ -53,31 +53,27 @@ def build_local_only_process(model, *, client_optimizer, local_epochs: int, batc
       server_optimizer=base.build_optimizer('sgd', 1.0), weighting='num_examples')
 
 
-def _build(model, hp: base.Hparams, model_aggregator=None):
+@dataclasses.dataclass(frozen=True)
+class LocalOnlyHparams(hparams.LocalTraining):
+  """E = local_epochs of minibatches with the client optimizer; nothing on the server."""
+
+
+def _build(model, hp: LocalOnlyHparams, model_aggregator=None):
   if model_aggregator is not None:
     raise aggregation.NotApplicableError(
         'Local-only training sends no update (each client\'s model never leaves it), so there '
         'is nothing for differential privacy or secure aggregation to protect; run it without '
         'dp_clip, dp_noise_multiplier and secure_aggregation.')
-  optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+  optimizer = base.client_optimizer(hp)
   proc = build_local_only_process(model, client_optimizer=optimizer,
                                   local_epochs=hp.local_epochs, batch_size=hp.batch_size)
-
-  def personalize(params, candidates, client_state, support_x, support_y):
-    del candidates
-
-    def new():
-      weights, _ = local_training.train_minibatches(
-          model.logits, params['weights'], support_x, support_y, optimizer, hp.local_epochs,
-          hp.batch_size)
-      return weights
-
-    return personal_state.known_or_new(client_state, lambda: client_state['weights'], new)
-
-  evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
-  return base.Algorithm(name='local_only', display_name='Local Only', process=proc,
-                        evaluate=evaluate, train_data='full',
-                        client_flops=flops.client_flops_fn('fedavg', model, hp))
+  return personal_state.build_algorithm(
+      model, proc, known=lambda client_state: client_state['weights'],
+      new=fedavg.minibatch_adapter(model, optimizer, hp.local_epochs, hp.batch_size))
 
 
-base.ALGORITHMS.add('local_only', _build)
+base.register(base.AlgorithmEntry(
+    'local_only', 'Local Only', LocalOnlyHparams, _build,
+    description='Local Only: every client trains only its own model; *stateful*', source='FedEC',
+    # The same local training as FedAvg's.
+    round_flops=fedavg.round_flops))

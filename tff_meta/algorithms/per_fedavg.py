@@ -36,13 +36,14 @@ Client work type signature:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import tensorflow as tf
 
-from tff_meta.algorithms import base, process
+from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, losses, minibatch_stream
+from tff_meta.learning import adaptation, local_training, losses, minibatch_stream
 
 VARIANTS = ('fo', 'hf')
 
@@ -80,18 +81,16 @@ def local_step(model, variant, alpha, beta, delta, weights, xs, ys):
 def _client_fn(model, variant, alpha, beta, delta, local_steps, batch_size, params, data):
   group = 3 if variant == 'hf' else 2
   batches = minibatch_stream.batch_groups(data['x'], data['y'], batch_size, group, local_steps)
-  zero = tf.constant(0.0)
-  initial = (tuple(params['weights']),
-             collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero))
+  initial = (tuple(params['weights']), local_training.zero_stats())
 
   def step(carry, batch):
     weights, stats = carry
     weights, batch_stats = local_step(model, variant, alpha, beta, delta, weights, *batch)
-    return tuple(weights), collections.OrderedDict((k, stats[k] + batch_stats[k]) for k in stats)
+    return tuple(weights), local_training.add_stats(stats, batch_stats)
 
   trained, stats = batches.reduce(initial, step)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
+      weights=local_training.pseudo_gradient(params['weights'], trained))
   return update, tf.size(data['y']), stats
 
 
@@ -122,33 +121,49 @@ def build_per_fedavg_process(model, *, variant: str, alpha: float, beta: float,
       model_aggregator=model_aggregator)
 
 
-def sgd_adapter(model, alpha: float, steps: int):
-  """Evaluation: `steps` full-batch gradient steps with rate alpha on the support set."""
+@dataclasses.dataclass(frozen=True)
+class PerFedAvgHparams(hparams.Base, hparams.InnerRate, hparams.EvalSteps, hparams.BatchSize,
+                       hparams.LocalSteps, hparams.FedAvgServer):
+  """alpha = inner_lr, beta = per_fedavg_beta, tau = local_steps, |D| = batch_size,
+  delta = hf_delta; the server step as FedAvg's; `eval_inner_steps` steps (-1 = 1) at evaluation."""
+  per_fedavg_beta: float = hparams.hparam(
+      0.001, 'Per-FedAvg beta: local meta step rate (alpha = inner_lr).', hparams.above(0))
+  hf_delta: float = hparams.hparam(
+      0.001, 'Per-FedAvg(HF) delta: finite-difference step of the Hessian-vector product; > 0.',
+      hparams.above(0))
 
-  def adapter(params, support_x, support_y):
-    loss = lambda w: losses.cross_entropy(model.logits(w, support_x), support_y)
-    return adaptation.sgd_adapt(loss, params['weights'], alpha, steps, first_order=True)
 
-  return adapter
+def round_flops(variant: str, hp: PerFedAvgHparams, cost: flops.ModelCost, num_support: int,
+                num_query: int, num_examples: int) -> int:
+  """Per local step, with b = min(batch_size, n) examples per batch (`evaluation.flops`):
+
+  - FO: two gradients on b examples, 2 b (F + B_F), and two SGD steps, 4P.
+  - HF adds two gradients on D'', 2 b (F + B_F), w +- delta g (4P), their
+    difference / 2 delta (2P) and g - alpha d (2P).
+  """
+  del num_support, num_query
+  step, p = cost.train_step, cost.params
+  batch = min(hp.batch_size, num_examples)
+  local_steps = hp.local_steps if num_examples else 0
+  per_step = 2 * batch * step + 4 * p
+  if variant == 'hf':
+    per_step += 2 * batch * step + 8 * p
+  return local_steps * per_step
 
 
-def _build(model, hp: base.Hparams, *, variant: str, name: str, display_name: str,
-           model_aggregator=None):
+def _build(model, hp: PerFedAvgHparams, *, variant: str, model_aggregator=None):
   proc = build_per_fedavg_process(
       model, variant=variant, alpha=hp.inner_lr, beta=hp.per_fedavg_beta,
       local_steps=hp.local_steps, batch_size=hp.batch_size, delta=hp.hf_delta,
-      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      weighting=hp.weighting or 'uniform',
+      server_optimizer=base.fedavg_server_optimizer(hp), weighting=hp.weighting or 'uniform',
       model_aggregator=model_aggregator)
-  steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else 1
   evaluate = personalized.build_personalized_evaluation(
-      model, proc.params_type, sgd_adapter(model, hp.inner_lr, steps))
-  return base.Algorithm(name=name, display_name=display_name, process=proc,
-                        evaluate=evaluate, train_data='full',
-                        client_flops=flops.client_flops_fn(name, model, hp))
+      model, proc.params_type, personalized.sgd_adapter(model, hp.inner_lr, hp.eval_steps(1)))
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full')
 
 
-for _variant, _name, _display in (('fo', 'per_fedavg_fo', 'Per-FedAvg(FO)'),
-                                  ('hf', 'per_fedavg_hf', 'Per-FedAvg(HF)')):
-  base.ALGORITHMS.add(_name, functools.partial(
-      _build, variant=_variant, name=_name, display_name=_display))
+base.register(*base.variant_entries(_build, PerFedAvgHparams, 'FedEC', (
+    ('fo', 'per_fedavg_fo', 'Per-FedAvg(FO)',
+     'Per-FedAvg(FO) (Fallah et al. 2020): first-order MAML steps on minibatches'),
+    ('hf', 'per_fedavg_hf', 'Per-FedAvg(HF)',
+     'Per-FedAvg(HF): Hessian-vector product by finite differences')), round_flops))

@@ -36,23 +36,21 @@ Type signatures (S = shared weights, L = personal weights, C = <visits=float32, 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
-from tff_meta.algorithms import base, fedmeta, stateful
+from tff_meta.algorithms import base, fedmeta, hparams, stateful
 from tff_meta.evaluation import personalized
-from tff_meta.learning import adaptation, local_training, losses
+from tff_meta.learning import local_training, losses
 from tff_meta.models import split as split_lib
 
 
 def _full_data_spec(model):
   return collections.OrderedDict(x=model.x_spec, y=tf.TensorSpec([None], tf.int32))
-
-
-def _per_epoch(stats, epochs):
-  return collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
 
 
 def _joint_client_fn(model, split, optimizer, epochs, batch_size, params, client_state, data):
@@ -61,10 +59,11 @@ def _joint_client_fn(model, split, optimizer, epochs, batch_size, params, client
   trained, stats = local_training.train_minibatches(
       model.logits, full, data['x'], data['y'], optimizer, epochs, batch_size)
   shared = split.take_shared(trained)
-  update = collections.OrderedDict(weights=[w - t for w, t in zip(params['weights'], shared)])
+  update = collections.OrderedDict(
+      weights=local_training.pseudo_gradient(params['weights'], shared))
   new_state = collections.OrderedDict(visits=client_state['visits'],
                                       personal=split.take_personal(trained))
-  return update, tf.size(data['y']), _per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def _fit_head(model, split, optimizer, epochs, batch_size, shared, head, x, y):
@@ -80,9 +79,10 @@ def _fedrep_client_fn(model, split, optimizer, head_epochs, epochs, batch_size, 
   body_logits = lambda b, bx: model.logits(split.merge(b, head), bx)
   body, stats = local_training.train_minibatches(
       body_logits, params['weights'], data['x'], data['y'], optimizer, epochs, batch_size)
-  update = collections.OrderedDict(weights=[w - t for w, t in zip(params['weights'], body)])
+  update = collections.OrderedDict(
+      weights=local_training.pseudo_gradient(params['weights'], body))
   new_state = collections.OrderedDict(visits=client_state['visits'], personal=head)
-  return update, tf.size(data['y']), _per_epoch(stats, epochs), new_state
+  return update, tf.size(data['y']), local_training.per_epoch(stats, epochs), new_state
 
 
 def _meta_client_fn(model, split, inner_lr, inner_steps, first_order, personal_lr, params,
@@ -125,69 +125,162 @@ def _initial_state(split, model):
   return stateful.with_visits({'personal': split.take_personal(model.initial_trainable)})
 
 
-def _build(model, hp: base.Hparams, *, kind: str, name: str, display_name: str, variant: str = '',
-           model_aggregator=None):
-  if hp.local_epochs < 1 or hp.batch_size < 1:
-    raise ValueError(f'{display_name} needs local_epochs and batch_size >= 1, got '
-                     f'{hp.local_epochs}, {hp.batch_size}.')
-  if hp.new_client_candidates < 1:
-    raise ValueError(f'new_client_candidates must be >= 1, got {hp.new_client_candidates}.')
-  split = split_lib.resolve(model, hp.personal_layers, flip=(kind == 'lg'))
-  optimizer = base.build_optimizer(hp.client_optimizer, hp.client_lr)
+@dataclasses.dataclass(frozen=True)
+class SplitHparams(hparams.Base):
+  """The model split and LG-FedAvg's test on new clients (shared by the four methods)."""
+  personal_layers: str = hparams.hparam(
+      '-1', 'Layers kept on the client (FedPer, FedRep, FedMeta+FedPer: personal; LG-FedAvg: the '
+      'shared head): comma-separated indices among layers with weights (-1 = last) or layer '
+      'names.')
+  new_client_candidates: int = hparams.hparam(
+      8, 'LG-FedAvg / FedMeta+FedPer test on new clients: how many stored local parts a new '
+      'client tries (it keeps the best on its support set).', hparams.at_least(1))
+
+  def validate(self) -> None:
+    if self.new_client_candidates < 1:
+      raise ValueError(f'new_client_candidates must be >= 1, got {self.new_client_candidates}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class FedPerHparams(SplitHparams, hparams.LocalTraining, hparams.FedAvgServer):
+  """FedPer and LG-FedAvg: FedAvg's local training and server step on the shared part."""
+
+  def validate(self) -> None:
+    if self.local_epochs < 1 or self.batch_size < 1:
+      raise ValueError(f'FedPer, LG-FedAvg and FedRep need local_epochs and batch_size >= 1, got '
+                       f'{self.local_epochs}, {self.batch_size}.')
+    super().validate()
+
+
+@dataclasses.dataclass(frozen=True)
+class FedRepHparams(FedPerHparams):
+  """FedPer's, plus the head's epochs before the body's."""
+  head_epochs: int = hparams.hparam(
+      10, 'FedRep: local epochs on the head (body fixed) before local_epochs on the body.',
+      hparams.at_least(0))
+
+  def validate(self) -> None:
+    super().validate()
+    if self.head_epochs < 1:
+      raise ValueError(f'FedRep needs head_epochs >= 1, got {self.head_epochs}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class FedMetaFedPerHparams(SplitHparams, hparams.InnerLoop, hparams.MetaServer,
+                           hparams.ClientRate):
+  """FedMeta's inner loop and server step for the shared layers; client_lr for the personal."""
+
+  def validate(self) -> None:
+    super().validate()
+    if self.inner_steps < 1:
+      raise ValueError(f'FedMeta+FedPer needs inner_steps >= 1, got {self.inner_steps}.')
+
+
+def _joint_work(model, split, hp):
+  return functools.partial(_joint_client_fn, model, split, base.client_optimizer(hp),
+                           hp.local_epochs, hp.batch_size)
+
+
+def _fedrep_work(model, split, hp):
+  return functools.partial(_fedrep_client_fn, model, split, base.client_optimizer(hp),
+                           hp.head_epochs, hp.local_epochs, hp.batch_size)
+
+
+def _meta_work(model, split, hp):
+  return functools.partial(_meta_client_fn, model, split, hp.inner_lr, hp.inner_steps, False,
+                           hp.client_lr)
+
+
+def _keep(model, split, hp, params, full, client_state, support_x, support_y):
+  """Score the chosen personal part with the shared layers as they are (FedPer, LG-FedAvg)."""
+  del model, split, hp, params, client_state, support_x, support_y
+  return full
+
+
+def _fit_new_head(model, split, hp, params, full, client_state, support_x, support_y):
+  """FedRep: a new client fits the head on its support set; a known one keeps its own."""
+  shared, personal = params['weights'], split.take_personal(full)
+  fit = lambda: _fit_head(model, split, base.client_optimizer(hp), hp.head_epochs, hp.batch_size,
+                          shared, personal, support_x, support_y)[0]
+  personal = tf.cond(client_state['visits'] > 0.0, lambda: list(personal), fit)
+  return split.merge(shared, personal)
+
+
+def _adapt_all(model, split, hp, params, full, client_state, support_x, support_y):
+  """FedMeta+FedPer: the inner loop on the whole model (Meta-SGD: at its learned rates)."""
+  del split, client_state
+  return personalized.adapt_on_support(model, full, personalized.rates_of(params, hp.inner_lr),
+                                       hp.eval_steps(hp.inner_steps), support_x, support_y)
+
+
+def _full_data(model):
+  return 'full', _full_data_spec(model)
+
+
+def _episodes(model):
+  return 'episode', personalized.episode_spec(model)
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+  """What sets one of the four methods apart (module docstring)."""
+  hparams: type
+  client_work: Callable   # (model, split, hp) -> client_fn
+  personalize: Callable   # (model, split, hp, params, full, client_state, sx, sy) -> weights
+  data: Callable = _full_data   # model -> (Algorithm.train_data, client data spec)
+  server_optimizer: Callable = base.fedavg_server_optimizer
+  weighting: str = 'num_examples'   # the default of `weighting`
+  flip: bool = False   # `personal_layers` names the shared head (LG-FedAvg), not the personal part
+
+
+FEDPER = Method(FedPerHparams, _joint_work, _keep)
+LG_FEDAVG = Method(FedPerHparams, _joint_work, _keep, flip=True)
+FEDREP = Method(FedRepHparams, _fedrep_work, _fit_new_head)
+FEDMETA_FEDPER = Method(FedMetaFedPerHparams, _meta_work, _adapt_all, data=_episodes,
+                        server_optimizer=base.meta_server_optimizer, weighting='uniform')
+
+
+def _build(model, hp, *, method: Method, meta_sgd: bool = False, model_aggregator=None):
+  split = split_lib.resolve(model, hp.personal_layers, flip=method.flip)
   params = collections.OrderedDict(weights=split.take_shared(model.initial_trainable))
-  steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.inner_steps
-  if kind == 'meta':
-    if hp.inner_steps < 1:
-      raise ValueError(f'{display_name} needs inner_steps >= 1, got {hp.inner_steps}.')
-    if variant == 'metasgd':
-      params['rates'] = [np.full(w.shape, hp.inner_lr, np.float32) for w in model.initial_trainable]
-    client_fn = functools.partial(_meta_client_fn, model, split, hp.inner_lr, hp.inner_steps,
-                                  False, hp.client_lr)
-    data_spec = personalized.episode_spec(model)
-    server_optimizer = base.build_optimizer(hp.server_optimizer, hp.server_lr)
-    weighting, train_data = hp.weighting or 'uniform', 'episode'
-  else:
-    if kind == 'fedrep':
-      if hp.head_epochs < 1:
-        raise ValueError(f'FedRep needs head_epochs >= 1, got {hp.head_epochs}.')
-      client_fn = functools.partial(_fedrep_client_fn, model, split, optimizer, hp.head_epochs,
-                                    hp.local_epochs, hp.batch_size)
-    else:
-      client_fn = functools.partial(_joint_client_fn, model, split, optimizer, hp.local_epochs,
-                                    hp.batch_size)
-    data_spec = _full_data_spec(model)
-    server_optimizer = base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr)
-    weighting, train_data = hp.weighting or 'num_examples', 'full'
+  if meta_sgd:   # Meta-SGD's per-parameter rates alpha, from inner_lr
+    params['rates'] = [np.full(w.shape, hp.inner_lr, np.float32) for w in model.initial_trainable]
+  train_data, data_spec = method.data(model)
   proc = stateful.build_stateful_process(
       initial_params=params, initial_client_state=_initial_state(split, model),
-      client_fn=client_fn, client_data_spec=data_spec, server_optimizer=server_optimizer,
-      weighting=weighting, model_aggregator=model_aggregator)
+      client_fn=method.client_work(model, split, hp), client_data_spec=data_spec,
+      server_optimizer=method.server_optimizer(hp), weighting=hp.weighting or method.weighting,
+      model_aggregator=model_aggregator)
 
   def personalize(params, candidates, client_state, support_x, support_y):
     shared = params['weights']
     personal = choose_personal(model, split, shared, candidates, client_state, support_x, support_y)
-    if kind == 'fedrep':   # new clients fit the head; known ones keep theirs
-      fit = lambda: _fit_head(model, split, optimizer, hp.head_epochs, hp.batch_size, shared,
-                              personal, support_x, support_y)[0]
-      personal = tf.cond(client_state['visits'] > 0.0, lambda: list(personal), fit)
-    full = split.merge(shared, personal)
-    if kind == 'meta':
-      rates = params['rates'] if 'rates' in params else hp.inner_lr
-      loss = lambda w: losses.cross_entropy(model.logits(w, support_x), support_y)
-      full = adaptation.sgd_adapt(loss, full, rates, steps, first_order=True)
-    return full
+    return method.personalize(model, split, hp, params, split.merge(shared, personal),
+                              client_state, support_x, support_y)
 
   evaluate = stateful.build_stateful_evaluation(model, proc, personalize,
                                                 num_candidates=hp.new_client_candidates)
-  return base.Algorithm(name=name, display_name=display_name, process=proc, evaluate=evaluate,
-                        train_data=train_data, num_candidates=hp.new_client_candidates)
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data=train_data,
+                        num_candidates=hp.new_client_candidates)
 
 
-for _name, _display, _kind, _variant in (
-    ('fedper', 'FedPer', 'joint', ''),
-    ('lg_fedavg', 'LG-FedAvg', 'lg', ''),
-    ('fedrep', 'FedRep', 'fedrep', ''),
-    ('fedmeta_fedper_maml', 'FedMeta(MAML)+FedPer', 'meta', 'maml'),
-    ('fedmeta_fedper_metasgd', 'FedMeta(Meta-SGD)+FedPer', 'meta', 'metasgd')):
-  base.ALGORITHMS.add(_name, functools.partial(
-      _build, kind=_kind, name=_name, display_name=_display, variant=_variant))
+def _entry(name, display_name, method, description, source, meta_sgd=False):
+  return base.AlgorithmEntry(
+      name, display_name, method.hparams,
+      functools.partial(_build, method=method, meta_sgd=meta_sgd),
+      description=description, source=source)
+
+
+base.register(
+    _entry('fedper', 'FedPer', FEDPER,
+           'FedPer: shared base, personal head kept on the client; *stateful*', 'report 003'),
+    _entry('lg_fedavg', 'LG-FedAvg', LG_FEDAVG,
+           'LG-FedAvg: personal representation, shared head; *stateful*', 'report 003'),
+    _entry('fedrep', 'FedRep', FEDREP,
+           'FedRep (Collins et al. 2021): head epochs, then body epochs; *stateful*', 'FedEC'),
+    _entry('fedmeta_fedper_maml', 'FedMeta(MAML)+FedPer', FEDMETA_FEDPER,
+           'FedMeta(MAML)+FedPer: meta-gradient for the shared layers, personal layers stay; '
+           '*stateful*', 'report 003'),
+    _entry('fedmeta_fedper_metasgd', 'FedMeta(Meta-SGD)+FedPer', FEDMETA_FEDPER,
+           'FedMeta(Meta-SGD)+FedPer: the same with Meta-SGD; *stateful*', 'report 003',
+           meta_sgd=True))

@@ -5,8 +5,7 @@ follow the same evaluation rule (`algorithms.stateful`): a client that took
 part in training (visits > 0) is scored with the state it kept; a client never
 seen in training builds that state from the broadcast model on its support set.
 `known_or_new` is that rule, as one `tf.cond`, so a new client's training runs
-only when needed. `per_epoch` reports a client's training sums per epoch, so
-`num_examples` is the client's size, as FedAvg reports it.
+only when needed.
 `build_process` is the stateful round of these methods: they train on a
 client's full data (x, y) and the server holds the model weights;
 `build_algorithm` wraps such a process with that evaluation rule.
@@ -25,11 +24,6 @@ from tff_meta.algorithms import base, stateful
 def known_or_new(client_state, known: Callable, new: Callable):
   """`known()` if the client took part in training (visits > 0), else `new()`."""
   return tf.cond(client_state['visits'] > 0.0, known, new)
-
-
-def per_epoch(stats, epochs: int) -> collections.OrderedDict:
-  """Training sums of `epochs` passes, divided by `epochs`."""
-  return collections.OrderedDict((k, v / float(epochs)) for k, v in stats.items())
 
 
 def check_local_training(name: str, **counts: int) -> None:
@@ -55,8 +49,8 @@ def build_process(model, *, personal: Mapping, client_fn: Callable, server_optim
       weighting=weighting, model_aggregator=model_aggregator)
 
 
-def build_algorithm(model, proc, *, name: str, display_name: str, known: Callable,
-                    new: Callable, finish: Optional[Callable] = None, **fields) -> base.Algorithm:
+def build_algorithm(model, proc, *, known: Callable, new: Callable,
+                    finish: Optional[Callable] = None, **fields) -> base.Algorithm:
   """The `base.Algorithm` of such a method: `proc` with the `known_or_new` evaluation.
 
   A known client's value is `known(client_state)`; a new client's is
@@ -73,5 +67,4 @@ def build_algorithm(model, proc, *, name: str, display_name: str, known: Callabl
     return chosen if finish is None else finish(params, chosen)
 
   evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
-  return base.Algorithm(name=name, display_name=display_name, process=proc, evaluate=evaluate,
-                        train_data='full', **fields)
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full', **fields)

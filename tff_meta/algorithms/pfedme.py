@@ -40,13 +40,14 @@ Client work type signature:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import tensorflow as tf
 
-from tff_meta.algorithms import base, process
+from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, losses, minibatch_stream
+from tff_meta.learning import adaptation, local_training, losses, minibatch_stream
 
 
 def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
@@ -61,10 +62,8 @@ def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
 
 def _client_fn(model, lam, personal_lr, inner_steps, eta, local_steps, batch_size, params, data):
   batches = minibatch_stream.batch_groups(data['x'], data['y'], batch_size, 1, local_steps)
-  zero = tf.constant(0.0)
   weights = tuple(params['weights'])
-  initial = (weights, weights,
-             collections.OrderedDict(loss_sum=zero, correct=zero, num_examples=zero))
+  initial = (weights, weights, local_training.zero_stats())
 
   def step(carry, batch):
     w, theta, stats = carry
@@ -73,12 +72,11 @@ def _client_fn(model, lam, personal_lr, inner_steps, eta, local_steps, batch_siz
                                steps=inner_steps)
     w = [wi - eta * lam * (wi - ti) for wi, ti in zip(w, theta)]
     batch_stats = losses.batch_stats(model.logits(theta, x), y)
-    stats = collections.OrderedDict((k, stats[k] + batch_stats[k]) for k in stats)
-    return tuple(w), tuple(theta), stats
+    return tuple(w), tuple(theta), local_training.add_stats(stats, batch_stats)
 
   trained, _, stats = batches.reduce(initial, step)
   update = collections.OrderedDict(
-      weights=[w - t for w, t in zip(params['weights'], trained)])
+      weights=local_training.pseudo_gradient(params['weights'], trained))
   return update, tf.size(data['y']), stats
 
 
@@ -116,21 +114,50 @@ def moreau_adapter(model, lam: float, lr: float, steps: int):
   return adapter
 
 
-def _build(model, hp: base.Hparams, model_aggregator=None):
+@dataclasses.dataclass(frozen=True)
+class PFedMeHparams(hparams.Base, hparams.EvalSteps, hparams.BatchSize, hparams.LocalSteps,
+                    hparams.FedAvgServer):
+  """lambda, K, the personal rate, eta, R = local_steps, |D| = batch_size, beta =
+  fedavg_server_lr; `eval_inner_steps` steps (-1 = K) at evaluation."""
+  pfedme_lambda: float = hparams.hparam(
+      15.0, 'pFedMe lambda: Moreau-envelope regularization weight; > 0.', hparams.above(0))
+  pfedme_inner_steps: int = hparams.hparam(
+      5, 'pFedMe K: gradient steps solving the personalized model theta_i; >= 1.',
+      hparams.at_least(1))
+  pfedme_personal_lr: float = hparams.hparam(
+      0.01, 'pFedMe: learning rate of the K steps solving theta_i.', hparams.above(0))
+  pfedme_eta: float = hparams.hparam(
+      0.005, 'pFedMe eta: local learning rate of the local model w (beta = fedavg_server_lr).',
+      hparams.above(0))
+
+
+def round_flops(hp: PFedMeHparams, cost: flops.ModelCost, num_support: int, num_query: int,
+                num_examples: int) -> int:
+  """Per local step, with b = min(batch_size, n) (`evaluation.flops`): K steps of
+  b (F + B_F) + 8P (the proximal term's value and gradient, 6P, and the SGD step, 2P),
+  the forward of theta~ on the batch for the metrics, b F, and the update of w, 3P."""
+  del num_support, num_query
+  p = cost.params
+  batch = min(hp.batch_size, num_examples)
+  local_steps = hp.local_steps if num_examples else 0
+  k = hp.pfedme_inner_steps
+  return local_steps * (k * (batch * cost.train_step + 8 * p) + batch * cost.forward + 3 * p)
+
+
+def _build(model, hp: PFedMeHparams, model_aggregator=None):
   proc = build_pfedme_process(
       model, lam=hp.pfedme_lambda, personal_lr=hp.pfedme_personal_lr,
       inner_steps=hp.pfedme_inner_steps, eta=hp.pfedme_eta, local_steps=hp.local_steps,
-      batch_size=hp.batch_size,
-      server_optimizer=base.build_optimizer(hp.fedavg_server_optimizer, hp.fedavg_server_lr),
-      weighting=hp.weighting or 'uniform',
-      model_aggregator=model_aggregator)
-  steps = hp.eval_inner_steps if hp.eval_inner_steps >= 0 else hp.pfedme_inner_steps
+      batch_size=hp.batch_size, server_optimizer=base.fedavg_server_optimizer(hp),
+      weighting=hp.weighting or 'uniform', model_aggregator=model_aggregator)
   evaluate = personalized.build_personalized_evaluation(
       model, proc.params_type,
-      moreau_adapter(model, hp.pfedme_lambda, hp.pfedme_personal_lr, steps))
-  return base.Algorithm(name='pfedme', display_name='pFedMe', process=proc,
-                        evaluate=evaluate, train_data='full',
-                        client_flops=flops.client_flops_fn('pfedme', model, hp))
+      moreau_adapter(model, hp.pfedme_lambda, hp.pfedme_personal_lr,
+                     hp.eval_steps(hp.pfedme_inner_steps)))
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full')
 
 
-base.ALGORITHMS.add('pfedme', _build)
+base.register(base.AlgorithmEntry(
+    'pfedme', 'pFedMe', PFedMeHparams, _build,
+    description='pFedMe (T. Dinh et al. 2020): Moreau-envelope personal models', source='FedEC',
+    round_flops=round_flops))

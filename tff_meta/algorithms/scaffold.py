@@ -45,12 +45,13 @@ C = <visits=float32, control=W>):
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 
 import numpy as np
 import tensorflow as tf
 
-from tff_meta.algorithms import base, personal_state, stateful
+from tff_meta.algorithms import base, hparams, personal_state, stateful
 from tff_meta.learning import local_training
 
 
@@ -75,7 +76,7 @@ def _client_fn(model, client_lr, epochs, batch_size, control_factor, params, cli
       weights=[xj - yj for xj, yj in zip(x, y)],
       control=[-control_factor * (new - own) for new, own in zip(new_c_i, c_i)])
   new_state = collections.OrderedDict(visits=client_state['visits'], control=new_c_i)
-  return update, num_examples, personal_state.per_epoch(stats, epochs), new_state
+  return update, num_examples, local_training.per_epoch(stats, epochs), new_state
 
 
 def validate(population: int, sampled_clients: int, server_optimizer: str = 'sgd') -> None:
@@ -114,12 +115,31 @@ def build_scaffold_process(model, *, client_lr: float, server_lr: float, local_e
       model_aggregator=model_aggregator)
 
 
-def _build(model, hp: base.Hparams, model_aggregator=None):
-  validate(hp.population, hp.sampled_clients, hp.fedavg_server_optimizer)
-  if hp.client_optimizer != 'sgd':
-    raise ValueError(f'SCAFFOLD\'s local step (Alg. 1, l. 10) and option-II control update are '
-                     f'plain SGD; got client_optimizer={hp.client_optimizer!r}. Set [hparams] '
-                     'client_optimizer = "sgd" (e.g. in [method_hparams.scaffold]).')
+@dataclasses.dataclass(frozen=True)
+class ScaffoldHparams(hparams.LocalTraining, hparams.FedAvgServer):
+  """eta_l = client_lr (plain SGD), eta_g = fedavg_server_lr (SGD), N and |S|."""
+  population: int = hparams.hparam(
+      0, 'N, the number of training clients (SCAFFOLD\'s |S|/N); 0 = counted from the data.',
+      hparams.at_least(0))
+  sampled_clients: int = hparams.hparam(
+      0, '|S|, the clients sampled per round (SCAFFOLD\'s |S|/N); 0 = clients_per_round (filled '
+      'by the program).', hparams.at_least(0))
+
+  def validate(self) -> None:
+    validate(self.population, self.sampled_clients, self.fedavg_server_optimizer)
+    if self.client_optimizer != 'sgd':
+      raise ValueError(f'SCAFFOLD\'s local step (Alg. 1, l. 10) and option-II control update are '
+                       f'plain SGD; got client_optimizer={self.client_optimizer!r}. Set [hparams] '
+                       'client_optimizer = "sgd" (e.g. in [method_hparams.scaffold]).')
+
+  def for_run(self, *, num_train_clients: int, clients_per_round: int) -> 'ScaffoldHparams':
+    """N from the data and |S| from the run, where the config left them 0."""
+    population = self.population or num_train_clients
+    sampled = self.sampled_clients or (min(clients_per_round, population) if population else 0)
+    return dataclasses.replace(self, population=population, sampled_clients=sampled)
+
+
+def _build(model, hp: ScaffoldHparams, model_aggregator=None):
   proc = build_scaffold_process(
       model, client_lr=hp.client_lr, server_lr=hp.fedavg_server_lr,
       local_epochs=hp.local_epochs, batch_size=hp.batch_size, population=hp.population,
@@ -131,8 +151,10 @@ def _build(model, hp: base.Hparams, model_aggregator=None):
     return params['weights']
 
   evaluate = stateful.build_stateful_evaluation(model, proc, personalize, num_candidates=1)
-  return base.Algorithm(name='scaffold', display_name='SCAFFOLD', process=proc,
-                        evaluate=evaluate, train_data='full')
+  return base.Algorithm(process=proc, evaluate=evaluate, train_data='full')
 
 
-base.ALGORITHMS.add('scaffold', _build)
+base.register(base.AlgorithmEntry(
+    'scaffold', 'SCAFFOLD', ScaffoldHparams, _build,
+    description='SCAFFOLD (Karimireddy et al. 2020): control variates; *stateful*',
+    source='FedEC'))

@@ -50,19 +50,21 @@ HEADER = ['dataset', 'clients', 'samples', 'classes (present / declared)',
           'samples/client mean', 'stdev', 'classes/client min', 'max']
 
 
+def _kept_clients(clients, min_samples: int):
+  """The clients with data and at least `min_samples` samples, and how many are left out."""
+  kept = [c for c in clients.values() if len(c) and len(c) >= min_samples]
+  return kept, len(clients) - len(kept)
+
+
 def dataset_stats(dataset: FederatedDataset, min_samples: int = 0) -> DatasetStats:
   """Table 1 statistics of `dataset`; clients with < min_samples samples are left out.
 
   Empty clients are always left out (they hold no data to count).
   """
   sizes, per_client_classes, labels = [], [], []
-  filtered = 0
-  for arrays in dataset.clients.values():
-    n = len(arrays)
-    if n == 0 or n < min_samples:
-      filtered += 1
-      continue
-    sizes.append(n)
+  kept, filtered = _kept_clients(dataset.clients, min_samples)
+  for arrays in kept:
+    sizes.append(len(arrays))
     present = np.unique(arrays.y)
     per_client_classes.append(len(present))
     labels.append(present)
@@ -112,13 +114,9 @@ def ratings_stats(dataset: RatingsDataset, min_samples: int = 0) -> RatingsStats
   Users with no ratings are always left out; stdevs are population stdevs.
   """
   sizes, items, values = [], [], []
-  filtered = 0
-  for user in dataset.clients.values():
-    n = len(user)
-    if n == 0 or n < min_samples:
-      filtered += 1
-      continue
-    sizes.append(n)
+  kept, filtered = _kept_clients(dataset.clients, min_samples)
+  for user in kept:
+    sizes.append(len(user))
     items.append(np.asarray(user.features['item']))
     values.append(np.asarray(user.ratings, np.float64))
   sizes_arr = np.asarray(sizes, np.float64)

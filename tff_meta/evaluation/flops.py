@@ -37,7 +37,7 @@ the profiler's count exactly for Dense, Conv2D, pooling and (unrolled) LSTM
 layers; the test checks this.
 
 Client work per round (n examples; F forward FLOPs per example; P trainable
-parameters; K inner steps; B batch size; E local epochs):
+parameters):
 
 - Backward pass, per example: B_F = 2F - S. Each product layer needs the
   gradient with respect to its input and the one with respect to its
@@ -48,28 +48,13 @@ parameters; K inner steps; B batch size; E local epochs):
   embedding): S = 2 * its multiply-adds, else 0. (Inside an RNN's while loop
   TF differentiates every loop input, so no skip is assumed for a leading
   LSTM.) One training step on n examples costs n (F + B_F).
-- FedAvg and FedAvg(Meta) (the same training):
-  E * n * (F + B_F) + steps * P * c_opt, with steps = E * ceil(n / B) local
-  optimizer steps costing c_opt FLOPs per parameter (OPTIMIZER_FLOPS_PER_PARAM:
-  sgd 2, momentum 4, adam 12).
-- FedMeta(FOMAML): K inner steps on the support set, K * (n_s (F + B_F) + 2P)
-  (fwd + bwd, then theta - alpha * g), and the query set's fwd + bwd,
-  n_q (F + B_F). The inner gradient is held constant, so the outer gradient
-  passes back through the inner steps as the identity: nothing more.
-- FedMeta(MAML): FOMAML plus, per inner step, the outer backward pass through
-  the inner gradient, a Hessian-vector product. TF computes it reverse over
-  reverse: it differentiates the recorded support backward pass and the
-  support forward pass again. Every product of the inner fwd + bwd is
-  differentiated with respect to its two operands, so this costs
-  SECOND_ORDER_FACTOR = 2 x the inner fwd + bwd: 2 n_s (F + B_F) per step,
-  + 2P (scale by alpha and accumulate). Counting the graph TF builds confirms
-  it: in MAML's client graph every support-set matrix product appears 3 times,
-  in FOMAML's once. (Pearlmutter's forward-over-reverse product would cost
-  about one fwd + bwd; TF's tape does not use it.)
-  MAML = K * (3 n_s (F + B_F) + 4P) + n_q (F + B_F).
-- FedMeta(Meta-SGD): MAML plus the per-parameter rate products: the gradient
-  with respect to alpha, v (o) g, is P more multiplications per inner step.
-- FedProx, Per-FedAvg (FO, HF) and pFedMe: see `_peer_round_flops`.
+
+Each algorithm counts one client's round next to the client work it counts
+(the `round_flops` of its module in tff_meta/algorithms/, registered in its
+`AlgorithmEntry`), from the `ModelCost` here (F, B_F, P) and
+`optimizer_step_flops` (c_opt FLOPs per parameter of a local optimizer step,
+OPTIMIZER_FLOPS_PER_PARAM: sgd 2, momentum 4, adam 12); `client_flops_fn`
+applies it to one client's round data.
 
 Only training is counted; evaluation (adaptation on test clients) is not.
 """
@@ -78,8 +63,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any, Callable, List, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -89,17 +73,6 @@ import tensorflow as tf
 # momentum: m = mu m + g, w - lr m. adam: a += (g - a)(1 - b1) (3),
 # p += (g^2 - p)(1 - b2) (4), w -= lr a / (sqrt(p) + eps) (5).
 OPTIMIZER_FLOPS_PER_PARAM = {'sgd': 2, 'momentum': 4, 'adam': 12}
-
-# MAML's outer backward through one inner step, as a multiple of that step's
-# fwd + bwd (reverse over reverse; see the module docstring).
-SECOND_ORDER_FACTOR = 2
-
-FEDAVG_NAMES = ('fedavg', 'fedavg_meta')
-FEDMETA_NAMES = ('fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd')
-ALGORITHM_NAMES = FEDAVG_NAMES + FEDMETA_NAMES
-# Stateless personalized-FL peers (issue #4): counted by `_peer_round_flops`.
-PEER_NAMES = ('fedprox', 'per_fedavg_fo', 'per_fedavg_hf', 'pfedme')
-ALGORITHM_NAMES += PEER_NAMES
 
 
 class UnsupportedLayerError(ValueError):
@@ -306,91 +279,16 @@ def model_cost(model) -> ModelCost:
                    params=params)
 
 
-def _hp(hparams, name, default):
-  return getattr(hparams, name, default) if hparams is not None else default
-
-
-def round_flops_from_cost(algorithm_name: str, cost: ModelCost, hparams, num_support: int,
-                          num_query: int, num_examples: int) -> int:
-  """`client_round_flops` for a model reduced to its `ModelCost`."""
-  step, p = cost.train_step, cost.params
-  if algorithm_name in FEDAVG_NAMES:
-    epochs = int(_hp(hparams, 'local_epochs', 1))
-    batch = int(_hp(hparams, 'batch_size', 10))
-    optimizer = str(_hp(hparams, 'client_optimizer', 'sgd'))
-    if optimizer not in OPTIMIZER_FLOPS_PER_PARAM:
-      raise ValueError(f'No FLOPs per parameter for client optimizer {optimizer!r}; '
-                       f'known: {sorted(OPTIMIZER_FLOPS_PER_PARAM)}.')
-    steps = epochs * math.ceil(num_examples / batch)
-    return epochs * num_examples * step + steps * p * OPTIMIZER_FLOPS_PER_PARAM[optimizer]
-  if algorithm_name in FEDMETA_NAMES:
-    k = int(_hp(hparams, 'inner_steps', 1))
-    total = k * (num_support * step + 2 * p) + num_query * step
-    if algorithm_name != 'fedmeta_fomaml':
-      total += k * (SECOND_ORDER_FACTOR * num_support * step + 2 * p)
-    if algorithm_name == 'fedmeta_metasgd':
-      total += k * p
-    return total
-  if algorithm_name in PEER_NAMES:
-    return _peer_round_flops(algorithm_name, cost, hparams, num_examples)
-  raise ValueError(f'No FLOPs model for algorithm {algorithm_name!r}; known: {ALGORITHM_NAMES}.')
-
-
-def _peer_round_flops(algorithm_name: str, cost: ModelCost, hparams, num_examples: int) -> int:
-  """FedProx, Per-FedAvg and pFedMe client FLOPs (b = min(batch_size, n) per batch).
-
-  - FedProx: FedAvg's count + 6P per local step for the proximal term
-    (mu/2) ||w - w_t||^2: its value (subtract, square, sum) and gradient.
-  - Per-FedAvg(FO), per local step: two gradients on b examples, 2 b (F + B_F),
-    and two SGD steps, 4P. Per-FedAvg(HF) adds two gradients on D'',
-    2 b (F + B_F), w +- delta g (4P), their difference / 2 delta (2P) and
-    g - alpha d (2P).
-  - pFedMe, per local step: K steps of b (F + B_F) + 8P (the proximal term's
-    value and gradient, 6P, and the SGD step, 2P), the forward of theta~ on
-    the batch for the metrics, b F, and the update of w, 3P.
-  """
-  step, p = cost.train_step, cost.params
-  batch = min(int(_hp(hparams, 'batch_size', 10)), num_examples)
-  if algorithm_name == 'fedprox':
-    steps = int(_hp(hparams, 'local_epochs', 1)) * math.ceil(num_examples / max(batch, 1))
-    return round_flops_from_cost('fedavg', cost, hparams, 0, 0, num_examples) + 6 * p * steps
-  local_steps = int(_hp(hparams, 'local_steps', 10)) if num_examples else 0
-  if algorithm_name == 'pfedme':
-    k = int(_hp(hparams, 'pfedme_inner_steps', 5))
-    return local_steps * (k * (batch * step + 8 * p) + batch * cost.forward + 3 * p)
-  per_step = 2 * batch * step + 4 * p
-  if algorithm_name == 'per_fedavg_hf':
-    per_step += 2 * batch * step + 8 * p
-  return local_steps * per_step
-
-
-def client_round_flops(algorithm_name: str, model, hparams, num_support: int = 0,
-                       num_query: int = 0, num_examples: Optional[int] = None) -> int:
-  """FLOPs of one client's work in one round (see the module docstring).
-
-  Args:
-    algorithm_name: a registry name ('fedavg', 'fedmeta_maml', ...).
-    model: a Keras model or a `ModelSpec`.
-    hparams: `tff_meta.algorithms.Hparams` (reads inner_steps, local_epochs,
-      batch_size, client_optimizer); None for their defaults.
-    num_support, num_query: the client's support and query sizes (FedMeta).
-    num_examples: the examples FedAvg trains on (default: support + query).
-  """
-  if num_examples is None:
-    num_examples = num_support + num_query
-  return round_flops_from_cost(algorithm_name, model_cost(model), hparams, num_support,
-                               num_query, num_examples)
-
-
-def client_flops_fn(algorithm_name: str, model, hparams) -> Callable[[Mapping[str, Any]], int]:
+def client_flops_fn(round_flops: Callable[[ModelCost, int, int, int], int],
+                    model) -> Callable[[Mapping[str, Any]], int]:
   """`fn(one client's round data) -> FLOPs`, for `Algorithm.client_flops`.
 
-  The data are what the process consumes for one client: `x`/`y` (FedAvg's
-  full data) or `support_*`/`query_*` (FedMeta's episode). The model is
-  counted once, on first use.
+  `round_flops(cost, num_support, num_query, num_examples)` is the
+  algorithm's count (its module's). The data are what the process consumes
+  for one client: `x`/`y` (full data: num_examples = len(y)) or
+  `support_*`/`query_*` (an episode: num_examples = support + query). The
+  model is counted once, on first use.
   """
-  if algorithm_name not in ALGORITHM_NAMES:
-    raise ValueError(f'No FLOPs model for algorithm {algorithm_name!r}; known: {ALGORITHM_NAMES}.')
   cache = []
 
   def fn(data: Mapping[str, Any]) -> int:
@@ -401,9 +299,17 @@ def client_flops_fn(algorithm_name: str, model, hparams) -> Callable[[Mapping[st
     else:
       n_s, n_q = len(data['support_y']), len(data['query_y'])
       n = n_s + n_q
-    return round_flops_from_cost(algorithm_name, cache[0], hparams, n_s, n_q, n)
+    return round_flops(cache[0], n_s, n_q, n)
 
   return fn
+
+
+def optimizer_step_flops(optimizer: str, params: int) -> int:
+  """FLOPs of one step of local optimizer `optimizer` on `params` parameters."""
+  if optimizer not in OPTIMIZER_FLOPS_PER_PARAM:
+    raise ValueError(f'No FLOPs per parameter for client optimizer {optimizer!r}; '
+                     f'known: {sorted(OPTIMIZER_FLOPS_PER_PARAM)}.')
+  return params * OPTIMIZER_FLOPS_PER_PARAM[optimizer]
 
 
 def profile_graph_flops(graph: tf.Graph) -> int:

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.learning import losses
+from tff_meta.learning import adaptation, losses
 
 # (params, support_x, support_y) -> adapted trainable weights.
 Adapter = Callable[[collections.OrderedDict, tf.Tensor, tf.Tensor], List[tf.Tensor]]
@@ -32,6 +32,30 @@ Adapter = Callable[[collections.OrderedDict, tf.Tensor, tf.Tensor], List[tf.Tens
 def no_adaptation(params, support_x, support_y):
   del support_x, support_y
   return list(params['weights'])
+
+
+def rates_of(params, default):
+  """Meta-SGD's learned per-parameter rates when `params` holds them, else `default` (alpha)."""
+  return params['rates'] if 'rates' in params else default
+
+
+def adapt_on_support(model, weights, rates, steps: int, support_x, support_y,
+                     loss: losses.Loss = losses.CROSS_ENTROPY):
+  """`steps` first-order SGD steps from `weights` on the support loss (MAML's inner loop
+  at evaluation; FedMeta Alg. 1, l. 13)."""
+  support_loss = lambda w: loss.value(model.logits(w, support_x), support_y)
+  return adaptation.sgd_adapt(support_loss, weights, rates, steps, first_order=True)
+
+
+def sgd_adapter(model, rate, steps: int) -> Adapter:
+  """The MAML evaluation adapter: `steps` first-order steps from `params['weights']` on
+  the support set at `rates_of(params, rate)`."""
+
+  def adapter(params, support_x, support_y):
+    return adapt_on_support(model, params['weights'], rates_of(params, rate), steps,
+                            support_x, support_y)
+
+  return adapter
 
 
 def episode_spec(model, y_dtype: tf.DType = tf.int32) -> collections.OrderedDict:

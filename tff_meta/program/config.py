@@ -2,8 +2,12 @@
 
 A config file has top-level keys (the `ExperimentConfig` fields), a `[data]`
 table of dataset-loader options, a `[model_options]` table and an `[hparams]`
-table (`tff_meta.algorithms.Hparams`). Flags are generated from these fields,
-so the flag help can never drift from the config schema.
+table: the fields of the algorithms' hparams dataclasses
+(`tff_meta.algorithms.Hparams`, their union, so one config serves every
+method of a comparison); each algorithm reads its own (`AlgorithmEntry`).
+`[method_hparams.<name>]` tables hold the hparams of one algorithm only.
+Flags and their help are generated from these dataclasses and the
+registries, so the flag help can never drift from the config schema.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ import os
 import tomllib
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams
+from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams, readers
+from tff_meta.algorithms import hparams as hparams_lib
 from tff_meta.data import DATASETS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.models import MODELS
@@ -75,9 +80,6 @@ class ExperimentConfig:
         ALGORITHMS.get(name.strip())
     DATASETS.get(self.dataset)
     MODELS.get(self.model)
-    OPTIMIZERS.get(self.hparams.server_optimizer)
-    OPTIMIZERS.get(self.hparams.client_optimizer)
-    OPTIMIZERS.get(self.hparams.fedavg_server_optimizer)
     validate_fraction('support_fraction', self.support_fraction)
     if self.known_test_fraction:
       validate_fraction('known_test_fraction', self.known_test_fraction)
@@ -88,20 +90,8 @@ class ExperimentConfig:
     if self.final_eval_rounds < 1 or self.final_eval_rounds > self.rounds:
       raise ConfigError(f'final_eval_rounds must be in [1, rounds={self.rounds}], '
                         f'got {self.final_eval_rounds}.')
-    for key in ('inner_lr', 'server_lr', 'client_lr', 'fedavg_server_lr'):
-      if not getattr(self.hparams, key) > 0:
-        raise ConfigError(f'hparams.{key} must be > 0, got {getattr(self.hparams, key)}.')
-    if self.hparams.inner_steps < 1:
-      raise ConfigError(f'hparams.inner_steps must be >= 1, got {self.hparams.inner_steps}.')
-    # Per-FedAvg, FedProx, pFedMe (tff_meta/algorithms/{per_fedavg,fedprox,pfedme}.py).
-    for key in ('per_fedavg_beta', 'hf_delta', 'pfedme_lambda', 'pfedme_personal_lr', 'pfedme_eta'):
-      if not getattr(self.hparams, key) > 0:
-        raise ConfigError(f'hparams.{key} must be > 0, got {getattr(self.hparams, key)}.')
-    for key in ('local_steps', 'pfedme_inner_steps'):
-      if getattr(self.hparams, key) < 1:
-        raise ConfigError(f'hparams.{key} must be >= 1, got {getattr(self.hparams, key)}.')
-    if not self.hparams.prox_mu >= 0:
-      raise ConfigError(f'hparams.prox_mu (FedProx mu) must be >= 0, got {self.hparams.prox_mu}.')
+    # Each hparam's range, declared with its field in the algorithm's module.
+    hparams_lib.check_fields(self.hparams, ConfigError, optimizers=OPTIMIZERS)
     config_checks.check_values(self, ConfigError)
     try:
       privacy.validate(self)
@@ -112,10 +102,6 @@ class ExperimentConfig:
 
 HELP = {
     'name': 'Run name; the default output folder is runs/<name>.',
-    'algorithms': 'Methods programs.compare runs, comma-separated (a TOML list in a config); empty = FedMeta\'s five (fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd).',
-    'algorithm': 'Algorithm registry name (fedavg, fedavg_meta, fedmeta_maml, fedmeta_fomaml, fedmeta_metasgd).',
-    'dataset': 'Dataset registry name (digits, emnist, shakespeare, leaf_femnist, ...; see docs/DATA.md).',
-    'model': 'Model registry name (mlp, logistic_regression, femnist_cnn, shakespeare_lstm, sent140_lstm).',
     'rounds': 'Communication rounds (episodes).',
     'clients_per_round': 'Training clients sampled uniformly per round.',
     'support_fraction': 'Fraction p of each client\'s data in its support set, in (0, 1).',
@@ -135,41 +121,31 @@ HELP = {
     'dp_delta': 'Differential privacy: delta of the reported epsilon; 0 = 1/N^1.1 with N the number of training clients.',
     'secure_aggregation': 'Sum the clients\' updates with TFF\'s secure sum (SecureSumFactory, 32-bit quantization; simulated on this executor). Composes with DP.',
     'output_dir': 'Output folder (metrics, checkpoints, results); default runs/<name>.',
-    'inner_lr': 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
-    'inner_steps': 'Inner SGD steps on the support set during meta-training.',
-    'eval_inner_steps': 'Inner steps at evaluation; -1 = inner_steps.',
-    'server_optimizer': 'FedMeta server optimizer: sgd (Alg. 1), momentum or adam (Appendix A.2).',
-    'server_lr': 'beta: FedMeta server (outer) learning rate.',
-    'fedavg_server_optimizer': 'FedAvg server optimizer (sgd at 1.0 = model averaging).',
-    'fedavg_server_lr': 'FedAvg server learning rate.',
-    'client_optimizer': 'FedAvg local optimizer, also used by FedAvg(Meta) fine-tuning: sgd, momentum, adam.',
-    'client_lr': 'FedAvg local learning rate (and FedAvg(Meta) fine-tuning rate).',
-    'local_epochs': 'FedAvg local epochs per round.',
-    'batch_size': 'FedAvg / fine-tuning minibatch size.',
-    'finetune_epochs': 'FedAvg(Meta) fine-tuning epochs on the support set at evaluation.',
-    'weighting': 'Client weighting: uniform or num_examples; empty = the algorithm\'s default.',
-    'constraint_weight': 'FedEC alpha: weight of the KL constraint to the client\'s last adapted model (FedEC-l2: of the L2 constraint); >= 0.',
-    'personal_layers': 'Layers kept on the client (FedPer, FedRep, FedMeta+FedPer: personal; LG-FedAvg: the shared head): comma-separated indices among layers with weights (-1 = last) or layer names.',
-    'new_client_candidates': 'LG-FedAvg / FedMeta+FedPer test on new clients: how many stored local parts a new client tries (it keeps the best on its support set).',
-    'head_epochs': 'FedRep: local epochs on the head (body fixed) before local_epochs on the body.',
-    'personal_epochs': 'Ditto: local epochs on the personal model per round.',
-    'ditto_lambda': 'Ditto lambda: weight of the proximal term to the global model.',
-    'apfl_alpha': 'APFL: initial mixing weight of the personal model (learned per client).',
-    'population': 'N, the number of training clients (SCAFFOLD\'s |S|/N); 0 = counted from the data.',
-    'sampled_clients': '|S|, the clients sampled per round (SCAFFOLD\'s |S|/N); 0 = clients_per_round (filled by the program).',
-    'local_steps': 'Per-FedAvg tau / pFedMe R: local steps per round, each on fresh minibatches of batch_size.',
-    'per_fedavg_beta': 'Per-FedAvg beta: local meta step rate (alpha = inner_lr).',
-    'hf_delta': 'Per-FedAvg(HF) delta: finite-difference step of the Hessian-vector product; > 0.',
-    'prox_mu': 'FedProx mu: weight of the proximal term (mu/2)||w - w_t||^2; >= 0 (0 = FedAvg).',
-    'pfedme_lambda': 'pFedMe lambda: Moreau-envelope regularization weight; > 0.',
-    'pfedme_inner_steps': 'pFedMe K: gradient steps solving the personalized model theta_i; >= 1.',
-    'pfedme_personal_lr': 'pFedMe: learning rate of the K steps solving theta_i.',
-    'pfedme_eta': 'pFedMe eta: local learning rate of the local model w (beta = fedavg_server_lr).',
 }
 
 TOP_LEVEL = {f.name: f for f in dataclasses.fields(ExperimentConfig)
              if f.name not in ('data', 'model_options', 'hparams', 'method_hparams')}
 HPARAMS = {f.name: f for f in dataclasses.fields(Hparams)}
+
+
+def hparam_help(name: str) -> str:
+  """An hparam's help: its field's text and the algorithms that read it (from the registry)."""
+  users = readers(name)
+  used = 'every algorithm' if len(users) == len(ALGORITHMS.names()) else ', '.join(users)
+  return f'{hparams_lib.help_of(HPARAMS[name])} Read by: {used}.'
+
+
+# Generated from the registries and the hparams dataclasses, so they cannot drift.
+HELP.update({
+    'algorithm': f'Algorithm registry name ({", ".join(ALGORITHMS.names())}; see README\'s '
+                 'catalog).',
+    'algorithms': 'Methods programs.compare runs, comma-separated (a TOML list in a config); '
+                  'empty = FedMeta\'s five (fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,'
+                  'fedmeta_metasgd).',
+    'dataset': f'Dataset registry name ({", ".join(DATASETS.names())}; see docs/DATA.md).',
+    'model': f'Model registry name ({", ".join(MODELS.names())}).',
+})
+HELP.update({name: hparam_help(name) for name in HPARAMS})
 
 
 _BOOL_WORDS = {'true': True, '1': True, 'yes': True, 'on': True,
@@ -267,12 +243,12 @@ def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
     hp[key] = coerce_value(HPARAMS[key], value, f'{source}: hparams.{key}')
   methods = {}
   for method, values in method_raw.items():
-    ALGORITHMS.get(method)
+    own = [f.name for f in dataclasses.fields(ALGORITHMS.get(method).hparams)]
     methods[method] = {}
     for key, value in values.items():
-      if key not in HPARAMS:
+      if key not in own:
         raise ConfigError(f'{source}: unknown [method_hparams.{method}] key {key!r}; '
-                          f'valid: {sorted(HPARAMS)}.')
+                          f'{method} reads: {sorted(own)}.')
       methods[method][key] = coerce_value(HPARAMS[key], value, f'{source}: method_hparams.{method}.{key}')
   return ExperimentConfig(**kwargs, data=data, model_options=model_options, hparams=Hparams(**hp),
                           method_hparams=methods)

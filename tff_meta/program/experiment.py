@@ -62,14 +62,13 @@ def build_model(cfg: config_lib.ExperimentConfig, data: protocol.ProtocolData) -
 
 def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
                     data: Optional[protocol.ProtocolData] = None) -> Algorithm:
-  hparams = cfg.hparams
-  if data is not None and not hparams.population:   # SCAFFOLD's N
-    hparams = dataclasses.replace(hparams, population=len(data.train))
-  if hparams.population and not hparams.sampled_clients:   # SCAFFOLD's |S|
-    hparams = dataclasses.replace(
-        hparams, sampled_clients=min(cfg.clients_per_round, hparams.population))
+  entry = ALGORITHMS.get(cfg.algorithm)
+  # The algorithm's own hparams, with what it takes from the run (e.g. SCAFFOLD's N and |S|).
+  hparams = entry.make_hparams(cfg.hparams).for_run(
+      num_train_clients=len(data.train) if data is not None else 0,
+      clients_per_round=cfg.clients_per_round)
   if not privacy.enabled(cfg):
-    return ALGORITHMS.get(cfg.algorithm)(model, hparams)
+    return entry(model, hparams)
   # Issue #18: DP / secure aggregation of the update (tff_meta/program/privacy.py).
   if privacy.dp_enabled(cfg) and not hparams.weighting:
     training_loop.note('differential privacy: each round\'s updates are averaged uniformly '
@@ -78,8 +77,7 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
   clients = min(cfg.clients_per_round, len(data.train)) if data is not None else \
       cfg.clients_per_round
   try:
-    alg = ALGORITHMS.get(cfg.algorithm)(
-        model, hparams, model_aggregator=privacy.model_aggregator(cfg, clients))
+    alg = entry(model, hparams, model_aggregator=privacy.model_aggregator(cfg, clients))
   except (aggregation.NotApplicableError, privacy.PrivacyConfigError) as e:
     raise config_lib.ConfigError(str(e)) from None
   if alg.stateful:
