@@ -28,7 +28,8 @@ import tensorflow_federated as tff  # noqa: E402
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.program import accounting, checkpoints, errors, executor, experiment  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import files, logs, report  # noqa: E402
+from tff_meta.analysis import tables  # noqa: E402
+from tff_meta.program import files, logs  # noqa: E402
 from tff_meta.program import privacy_curve as curve  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/privacy/digits.toml', 'TOML experiment config.')
@@ -151,8 +152,8 @@ def main(argv):
   settings = (f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, {m} of {population} '
               f'training clients per round, delta {delta:g}, seeds {",".join(map(str, seeds))}')
   print(f'\nTest accuracy (%), {settings}\n\n{table}')
-  report.write_csv(rows, os.path.join(out, 'privacy_curve.csv'))
-  report.write_csv(summary, os.path.join(out, 'privacy_summary.csv'))
+  tables.write_csv(rows, os.path.join(out, 'privacy_curve.csv'))
+  tables.write_csv(summary, os.path.join(out, 'privacy_summary.csv'))
   files.write_text(os.path.join(out, 'privacy_curve.md'),
                    f'Test accuracy (%), {settings}\n\n{table}\n')
   curve.plot(summary, figure, title=settings)

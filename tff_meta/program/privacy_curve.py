@@ -31,6 +31,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tff_meta.analysis import tables
 from tff_meta.program import accounting
 
 DEFAULT_ALGORITHMS = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_metasgd')
@@ -167,8 +168,7 @@ def markdown(summary: Sequence[Mapping[str, Any]]) -> str:
   targets = sorted({s['target_epsilon'] for s in summary})
   methods = list(dict.fromkeys(s['method'] for s in summary))
   cell = {(s['method'], s['target_epsilon']): s for s in summary}
-  header = '| Method | ' + ' | '.join(f'ε = {label(t).replace("inf", "∞")}' for t in targets) + ' |'
-  lines = [header, '|---' * (len(targets) + 1) + '|']
+  rows = []
   for method in methods:
     values = []
     for t in targets:
@@ -179,8 +179,9 @@ def markdown(summary: Sequence[Mapping[str, Any]]) -> str:
         values.append(f'{s["accuracy"]:.2f} ± {s["accuracy_std"]:.2f}')
       else:
         values.append(f'{s["accuracy"]:.2f}')
-    lines.append(f'| {method} | ' + ' | '.join(values) + ' |')
-  return '\n'.join(lines)
+    rows.append([method] + values)
+  return tables.markdown_table(
+      ['Method'] + [f'ε = {label(t).replace("inf", "∞")}' for t in targets], rows)
 
 
 def plot(summary: Sequence[Mapping[str, Any]], path: str, title: str = '') -> None:
