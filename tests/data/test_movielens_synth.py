@@ -146,3 +146,12 @@ def test_knobs_change_the_ratings_deterministically():
   calm = movielens_synth.Knobs(noise_sd=0.1)
   assert movielens_synth.generate(1, calm) == movielens_synth.generate(1, calm)
   assert movielens_synth.generate(1, calm)['u.data'] != movielens_synth.generate(1)['u.data']
+
+
+def test_program_prints_calibration_statistics(folder, tmp_path):
+  out = _program(f'--stats_of={folder}')
+  assert out.returncode == 0, out.stderr
+  assert '| bias_rmse_chronological |' in out.stdout and '0.9459' in out.stdout
+  bad = _program(f'--stats_of={tmp_path / "absent"}')
+  assert bad.returncode == 1
+  assert bad.stderr.startswith('error: ') and len(bad.stderr.strip().splitlines()) == 1
