@@ -1,7 +1,9 @@
 """MovieLens-100k rating prediction (Chen et al. 2018b Sec. 3.1, Table 3, Figs. 2-3).
 
 Methods (`METHODS`): `maml`, `metasgd` (FedMeta process, squared error,
-`rating_mlp`), `nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
+the rating model `cfg.model`: the paper's `rating_mlp` or `rating_wide_mlp`,
+which holds the bias baseline as a special case; all NN methods share it),
+`nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
 and `bias` (`baselines`; not in the paper: the floor every learned method
 must beat). Metrics: RMSE over all query ratings and Precision@{1,3,10}
 averaged over test users, relevant = rating 5 as in the paper (`metrics`);
