@@ -9,6 +9,12 @@ with ml-100k's public statistics (943 users, 1,682 items, 100,000 ratings,
 its star histogram; `tff_meta.data.movielens_synth`), and a README saying it
 is generated. The same seed writes the same files. A folder that already
 holds a u.data not written by this program is left alone (error).
+
+With --stats it then prints the folder's baseline statistics beside real
+ml-100k's (issue #15; `tff_meta.recommendation.calibration`): the bias
+baseline's and item-bias-only RMSE and the item-mean ranking's Precision@k,
+with chronological and random query sets. --stats_of=<folder> prints them for
+an existing folder (e.g. your real ml-100k) without writing anything.
 """
 
 import os
@@ -17,10 +23,15 @@ import sys
 from absl import app, flags
 
 from tff_meta.data import movielens_synth
+from tff_meta.data.movielens import load_movielens
 from tff_meta.data.types import DataError
+from tff_meta.recommendation import calibration
 
 flags.DEFINE_string('output_dir', '', 'Folder to write (created if missing).')
 flags.DEFINE_integer('seed', 0, 'Seed of the generator.')
+flags.DEFINE_bool('stats', False, 'Print the written folder\'s calibration statistics.')
+flags.DEFINE_string('stats_of', '', 'Only print the calibration statistics of this existing '
+                    'ml-100k-shaped folder (nothing is written).')
 FLAGS = flags.FLAGS
 
 
@@ -41,8 +52,13 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
   try:
+    if FLAGS.stats_of:
+      print(calibration.format_statistics(calibration.statistics(load_movielens(FLAGS.stats_of))))
+      return
     check_folder(FLAGS.output_dir)
     movielens_synth.write(FLAGS.output_dir, seed=FLAGS.seed)
+    if FLAGS.stats:
+      print(calibration.format_statistics(calibration.statistics(load_movielens(FLAGS.output_dir))))
   except (DataError, OSError) as e:      # one line, no traceback; no TensorFlow import needed
     problem = e if isinstance(e, DataError) else f'cannot write {FLAGS.output_dir}: {e.strerror}.'
     print(f'error: {problem}', file=sys.stderr)

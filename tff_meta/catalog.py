@@ -71,6 +71,8 @@ DESCRIPTIONS: Dict[str, Dict[str, Tuple[str, str]]] = {
         'lenet': ('2 conv + 3 dense layers (CIFAR)', f'{FEDEC}, {REPORT}'),
         'conv4': ('4 conv blocks with group norm, for few-round learning', 'FRL'),
         'rating_mlp': ('one hidden layer, sigmoid output scaled to 0-5', 'Recommendation'),
+        'rating_wide_mlp': ('`rating_mlp` plus a linear path to the output (item and user '
+                            'biases)', 'Recommendation (issue #15)'),
     },
 }
 

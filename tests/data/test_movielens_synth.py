@@ -69,9 +69,10 @@ def _rmse(e):
   return float(np.sqrt(np.mean(np.square(e))))
 
 
-def test_biases_and_genre_tastes_carry_signal(folder, table):
+def test_biases_carry_signal_genre_tastes_hardly(folder, table):
   """Item means of half the users beat the global mean on the other half; a user's bias from
-  half their ratings helps further; so do the user's genre tastes (the latent part)."""
+  half their ratings helps further; the user's genre tastes hardly help (as on ml-100k: item
+  quality and taste are mostly not in the genres; `Knobs.genre_taste_sd`)."""
   genres = np.array([[int(f) for f in line.split('|')[5:]]
                      for line in open(os.path.join(folder, 'u.item'), encoding='latin-1')])
   train = table[table[:, 0] % 2 == 0]
@@ -96,7 +97,7 @@ def test_biases_and_genre_tastes_carry_signal(folder, table):
   mean, item, user, genre = (_rmse(np.concatenate(e)) for e in (e_mean, e_item, e_user, e_genre))
   assert item < mean - 0.04
   assert user < item - 0.04
-  assert genre < user - 0.005
+  assert abs(genre - user) < 0.01
   assert 0.85 < user < 1.05                     # ml-100k: about 0.93-0.95
 
 
@@ -121,3 +122,36 @@ def test_program_writes_the_generated_folder_and_protects_real_data(tmp_path):
   assert (real / 'u.data').read_text() == '1\t1\t5\t881250949\n'
   missing = _program()
   assert missing.returncode == 1 and missing.stderr.startswith('error: --output_dir is required')
+
+
+def test_calibrated_to_the_real_ml100k_baselines(folder):
+  """Issue #15: the bias baseline's and item-bias-only RMSE land within 0.012 of their ml-100k
+  values with both samplings; the item-mean ranking's Precision@k within 0.09 (rating 5) and
+  0.11 (rating >= 4) (measured:
+  docs/RESULTS.md section 8); chronological query sets are harder for the bias baseline than
+  random ones, as on ml-100k (users drift)."""
+  from tff_meta.recommendation import calibration   # pylint: disable=g-import-not-at-top
+  stats = calibration.statistics(movielens.load_movielens(folder))
+  real = calibration.REAL_ML100K
+  for key in ('bias_rmse_chronological', 'bias_rmse_random', 'item_rmse_chronological',
+              'item_rmse_random'):
+    assert abs(stats[key] - real[key]) < 0.012, (key, stats[key])
+  for key in (k for k in real if k.startswith('item_p')):
+    assert abs(stats[key] - real[key]) < (0.11 if key.startswith('item_p4') else 0.09), key
+  assert stats['bias_rmse_chronological'] > stats['bias_rmse_random'] + 0.01
+  assert stats['item_p@1_chronological'] < stats['item_p@1_random'] - 0.1
+
+
+def test_knobs_change_the_ratings_deterministically():
+  calm = movielens_synth.Knobs(noise_sd=0.1)
+  assert movielens_synth.generate(1, calm) == movielens_synth.generate(1, calm)
+  assert movielens_synth.generate(1, calm)['u.data'] != movielens_synth.generate(1)['u.data']
+
+
+def test_program_prints_calibration_statistics(folder, tmp_path):
+  out = _program(f'--stats_of={folder}')
+  assert out.returncode == 0, out.stderr
+  assert '| bias_rmse_chronological |' in out.stdout and '0.9459' in out.stdout
+  bad = _program(f'--stats_of={tmp_path / "absent"}')
+  assert bad.returncode == 1
+  assert bad.stderr.startswith('error: ') and len(bad.stderr.strip().splitlines()) == 1

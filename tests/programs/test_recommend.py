@@ -37,9 +37,11 @@ def test_movielens_table3_layout(tmp_path):
   for method in ('Bias baseline', 'SVD++(self)', 'SVD++(global)', 'NN(self)', 'NN(pre-trained)', 'MAML',
                  'Improvement (MAML vs NN(pre-trained))'):
     assert f'| 20% Support | {method} |' in out, method
-  # One hidden layer of 32 on 40 items + 19 genres + 2 + 7 age groups + 5 occupations + 7 + 24 + 1.
+  # One hidden layer of 32 on 40 items + 19 genres + 2 + 7 age groups + 5 occupations + 7 + 24 + 1,
+  # plus the config's wide path (model = "rating_wide_mlp": dim weights and the output bias).
   dim = 40 + 19 + 2 + 7 + 5 + 7 + 24 + 1
-  assert f'| MAML | {dim * 32 + 32 + 32 + 1} | {dim * 32 + 32 + 32 + 1} |' in out
+  size = dim * 32 + 32 + 32 + dim + 1
+  assert f'| MAML | {size} | {size} |' in out
   run = tmp_path / 'out'
   saved = json.loads((run / 'results.json').read_text())
   assert set(saved['curves']) == {'NN(pre-trained)', 'MAML'}

@@ -449,7 +449,10 @@ def test_reproduce_damaged_paper_table(runner, tmp_path):
 @pytest.mark.parametrize('args, expect', [
     ([], '--config is required'), (['--config=/nonexistent.toml'], 'does not exist'),
     (['--config=configs/recommend/movielens_p80.toml', '--data_path=/nonexistent/ml'],
-     '/nonexistent/ml')])
+     '/nonexistent/ml'),
+    (['--config=configs/recommend/movielens_p80.toml', '--model=mlp'], 'model must be one of'),
+    (['--config=configs/recommend/movielens_p80.toml', '--validation_fraction=1'],
+     'validation_fraction must be in [0, 1)')])
 def test_recommend_bad_inputs(runner, tmp_path, args, expect):
   assert_clean_error(runner.run('programs.recommend', *args, f'--output_dir={tmp_path}/o'), expect)
 

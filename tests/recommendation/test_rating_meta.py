@@ -1,6 +1,7 @@
 """MAML / Meta-SGD on ratings run through the same FedMeta TFF process as the image tasks.
 
-The references are plain eager TF with nested tapes, independent of Keras and TFF.
+The references are plain eager TF with nested tapes, independent of Keras and TFF; every test
+runs for both rating models (the paper's `rating_mlp` and `rating_wide_mlp`).
 """
 
 import collections
@@ -21,9 +22,20 @@ from tff_meta.recommendation.training import Trainer
 ALPHA, DIM, HIDDEN = 0.3, 6, 4
 
 
-def _forward(w, x):
+def _mlp(w, x):
   w1, b1, w2, b2 = w
   return 5.0 * tf.sigmoid(tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), w2) + b2)
+
+
+def _wide_mlp(w, x):
+  """5 sigmoid(v . relu(W x + c) + w . x + b), weights in Keras order (W, c, v, w, b)."""
+  w1, b1, v, w_wide, b_wide = w
+  return 5.0 * tf.sigmoid(tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), v)
+                          + tf.matmul(x, w_wide) + b_wide)
+
+
+FORWARD = {'rating_mlp': _mlp, 'rating_wide_mlp': _wide_mlp}
+_forward = None   # set by the `setup` fixture to the model's plain-TF forward
 
 
 def _mse(w, x, y):
@@ -48,9 +60,15 @@ def _reference(weights, ep, steps, rates=None):
   return gw, ga, current, q.numpy()
 
 
-@pytest.fixture(scope='module')
-def setup():
-  model = build_model_spec('rating_mlp', (DIM,), 1, seed=1, hidden_units=HIDDEN)
+@pytest.fixture(scope='module', params=sorted(FORWARD))
+def setup(request):
+  global _forward
+  _forward = FORWARD[request.param]
+  model = build_model_spec(request.param, (DIM,), 1, seed=1, hidden_units=HIDDEN)
+  if request.param == 'rating_wide_mlp':    # its wide path starts at zero: move it off zero
+    rng = np.random.default_rng(5)
+    model.initial_trainable[3] = rng.normal(0, 0.3, (DIM, 1)).astype(np.float32)
+    model.initial_trainable[4] = np.array([0.4], np.float32)
   rng = np.random.default_rng(0)
   eps = []
   for n_s, n_q in ((7, 3), (5, 4)):
@@ -70,9 +88,11 @@ def _process(model, variant, steps=2):
       loss=losses.SQUARED_ERROR)
 
 
-def test_model_is_the_papers(setup):
+def test_model_is_the_papers_plus_the_wide_path(setup):
   model, _ = setup
-  assert model.num_parameters == DIM * HIDDEN + HIDDEN + HIDDEN + 1
+  paper = DIM * HIDDEN + HIDDEN + HIDDEN + 1
+  wide = model.name == 'rating_wide_mlp'
+  assert model.num_parameters == paper + (DIM if wide else 0)
   assert model.x_spec.shape.as_list() == [None, DIM]
 
 
@@ -133,3 +153,18 @@ def test_trainer_is_plain_gradient_descent(setup):
   helpers.assert_rel_close(w, [r.numpy() for r in ref], rtol=1e-5)
   np.testing.assert_allclose(trainer.predict(w, e['query_x']), _forward(ref, e['query_x']),
                              rtol=1e-5)
+
+
+def test_wide_model_with_a_silent_deep_path_is_the_bias_model():
+  """v = 0: rating = 5 sigmoid(b + w_item) on one-hot items (item bias + user bias, logit link)."""
+  items = 5
+  model = build_model_spec('rating_wide_mlp', (items,), 1, seed=2, hidden_units=HIDDEN)
+  w = [np.array(v) for v in model.initial_trainable]
+  np.testing.assert_array_equal(w[3], 0.0)          # the wide path starts at zero
+  w[2][:] = 0.0                                     # silence the deep path
+  w[3][:, 0] = [-1.0, 0.0, 0.5, 1.5, -2.0]          # item biases (logit scale)
+  w[4][:] = 0.25                                    # the user's bias
+  x = np.eye(items, dtype=np.float32)[[3, 0, 2, 2]]
+  trainer = Trainer(model, losses.SQUARED_ERROR, 'sgd', 0.1)
+  expected = 5.0 / (1.0 + np.exp(-(0.25 + np.array([1.5, -1.0, 0.5, 0.5]))))
+  np.testing.assert_allclose(np.ravel(trainer.predict(w, x)), expected, rtol=1e-6)

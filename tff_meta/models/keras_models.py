@@ -155,6 +155,30 @@ def rating_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden_units:
   ], name='rating_mlp')
 
 
+@MODELS.register('rating_wide_mlp')
+def rating_wide_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden_units: int = 32,
+                    max_rating: float = 5.0) -> tf.keras.Model:
+  """`rating_mlp` plus a linear ("wide") path from the input to the output's pre-sigmoid score:
+
+    rating = max_rating * sigmoid(w . x + b + v . relu(W x + c)).
+
+  Chen et al. 2018b Sec. 3.1 fixes the hidden layer (32) and the sigmoid output scaled to
+  [0, 5]; the wide path is our addition (issue #15). With v = 0 the model is the bias
+  baseline mu + b_i + b_u up to the sigmoid link: w's weights on the one-hot movie id are
+  item biases, the output bias b is the user's bias (a user's own number, which the inner loop
+  adapts on the support set), w's other weights linear effects of genres and demographics.
+  Its weights start at zero (the deep path starts as in `rating_mlp`).
+  """
+  del num_classes
+  inputs = tf.keras.layers.Input(shape=(int(np.prod(element_shape)),))
+  hidden = tf.keras.layers.Dense(int(hidden_units), activation='relu', name='hidden')(inputs)
+  deep = tf.keras.layers.Dense(1, use_bias=False, name='deep')(hidden)
+  wide = tf.keras.layers.Dense(1, kernel_initializer='zeros', name='wide')(inputs)
+  score = tf.keras.layers.Activation('sigmoid')(tf.keras.layers.Add()([deep, wide]))
+  return tf.keras.Model(inputs, tf.keras.layers.Rescaling(float(max_rating))(score),
+                        name='rating_wide_mlp')
+
+
 @MODELS.register('lenet')
 def lenet(element_shape: Sequence[int] = (32, 32, 3), num_classes: int = 10,
           filters: Sequence[int] = (6, 16), dense_units: Sequence[int] = (120, 84)) -> tf.keras.Model:

@@ -5,7 +5,8 @@
 - `tasks`: users as tasks, the 80/20 user split and chronological episodes.
 - `evaluation`: the TFF computation that adapts on support sets and predicts queries.
 - `training`: plain-TF step training for the non-federated baselines.
-- `baselines`: SVD++ (scikit-surprise), MFU, MRU, naive Bayes.
+- `baselines`: SVD++ (scikit-surprise), the bias baseline, MFU, MRU, naive Bayes.
+- `calibration`: issue #15's baselines on a MovieLens-shaped folder, beside ml-100k's.
 - `event_log`: per-user event logs (CSV/Parquet), checks, a realistic generator.
 - `service`: per-user label spaces (<= C), features, the chronological split.
 - `methods`: meta-learning (the FedMeta TFF process) and pre-training, as episode loops.

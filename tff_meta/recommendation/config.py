@@ -16,6 +16,9 @@ from tff_meta.data.movielens import SPLITS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.program.config import ConfigError, coerce_dataclass, coerce_value, load_toml
 
+# MovieLens rating models (tff_meta/models/keras_models.py).
+RATING_MODELS = ('rating_mlp', 'rating_wide_mlp')
+
 
 @dataclasses.dataclass
 class RecommendConfig:
@@ -28,6 +31,7 @@ class RecommendConfig:
   support_fraction: float = 0.8
   train_support_fraction: float = 0.5
   train_user_fraction: float = 0.8
+  validation_fraction: float = 0.0
   query_fraction: float = 0.2
   support_sampling: str = 'chronological'
   min_events: int = 2
@@ -38,6 +42,7 @@ class RecommendConfig:
   checkpoint_every: int = 500
   eval_users: int = 0
   hidden_units: int = 32
+  model: str = 'rating_mlp'
   inner_steps: int = 10
   eval_inner_steps: int = -1
   inner_lr: float = 0.01
@@ -102,6 +107,11 @@ class RecommendConfig:
     for key in ('bias_item_shrinkage', 'bias_user_shrinkage'):
       if not getattr(self, key) >= 0:
         raise ConfigError(f'{key} must be >= 0, got {getattr(self, key)}.')
+    if self.model not in RATING_MODELS:
+      raise ConfigError(f'model must be one of {", ".join(RATING_MODELS)}, got {self.model!r}.')
+    if not 0.0 <= self.validation_fraction < 1.0:
+      raise ConfigError(f'validation_fraction must be in [0, 1), got {self.validation_fraction} '
+                        '(e.g. 0.2: a fifth of the training users validate).')
     self.self_step_list  # pylint: disable=pointless-statement
     return self
 
@@ -118,6 +128,9 @@ HELP = {
     'support_fraction': 'Test users: fraction p of their data in the support set ("p Support").',
     'train_support_fraction': 'Training tasks: fraction of the data used as support (Fig. 3).',
     'train_user_fraction': 'Fraction of users that train (the rest test).',
+    'validation_fraction': 'movielens: > 0 = validation mode for rate sweeps: this fraction of '
+                           'the training users is held out and scored in place of the test '
+                           'users (who are not used at all); 0 = the test users.',
     'support_sampling': 'movielens: how each user\'s ratings split into support and query sets: '
                         'chronological (default: query = the latest ratings, as in the paper\'s '
                         'production task; no peeking at the future) or random (same sizes, drawn '
@@ -133,6 +146,9 @@ HELP = {
     'eval_users': 'Evaluate the curve on the first N test users (0 = all; the final table '
                   'always uses all).',
     'hidden_units': 'Hidden units of the NN models (MovieLens 32, service 64).',
+    'model': 'movielens: the rating model of MAML, Meta-SGD, NN(self) and NN(pre-trained): '
+             'rating_mlp (the paper\'s) or rating_wide_mlp (plus a linear path that holds item '
+             'and user biases; tff_meta/models/keras_models.py).',
     'inner_steps': 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).',
     'eval_inner_steps': 'Adaptation steps on test users; -1 = inner_steps.',
     'inner_lr': 'alpha: inner SGD rate (Meta-SGD: initial value; NN(pre-trained) fine-tuning).',

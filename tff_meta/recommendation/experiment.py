@@ -33,6 +33,7 @@ class Task:
   format_table: Callable
   curve_metrics: Tuple[str, ...]
   settings: Dict[str, str] = dataclasses.field(default_factory=dict)
+  reference_methods: Tuple[str, ...] = ()   # drawn as horizontal lines on the curves
 
   def block_label(self, cfg) -> str:
     return f'{round(100 * cfg.support_fraction)}% Support'
@@ -41,7 +42,8 @@ class Task:
 TASKS: Registry = Registry('recommendation task')
 TASKS.add('movielens', Task(movielens_task.prepare, movielens_task.METHODS,
                             movielens_task.DEFAULT_METHODS, movielens_task.format_table,
-                            ('rmse', 'precision@1', 'precision@3')))
+                            ('rmse', 'precision@1', 'precision@3'),
+                            reference_methods=(movielens_task.BIAS,)))
 TASKS.add('service', Task(service_task.prepare, service_task.METHODS,
                           service_task.DEFAULT_METHODS, service_task.format_table,
                           ('top1', 'top4'), service_task.SETTINGS))
@@ -99,7 +101,9 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
                    default=float)
   files.write_text(os.path.join(out, 'table.md'), task.format_table([(result.label, rows)]) + '\n')
   if curves:
-    plot_curves(curves, task.curve_metrics, os.path.join(out, 'curve.png'), result.label)
+    references = {r['method']: r for r in rows if r['method'] in task.reference_methods}
+    plot_curves(curves, task.curve_metrics, os.path.join(out, 'curve.png'), result.label,
+                references)
   return result
 
 
@@ -113,8 +117,9 @@ def format_results(results: List[RecommendResult]) -> str:
 
 
 def plot_curves(curves: Dict[str, List[dict]], names: Tuple[str, ...], path: str,
-                title: str) -> None:
-  """Fig. 2: each metric against training episodes, one line per method."""
+                title: str, references: Optional[Dict[str, dict]] = None) -> None:
+  """Fig. 2: each metric against training episodes, one line per method; each of
+  `references` ({method: final metrics}, e.g. the bias baseline) a horizontal dotted line."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -126,6 +131,10 @@ def plot_curves(curves: Dict[str, List[dict]], names: Tuple[str, ...], path: str
         style = '-' if metric == group[0] else '--'
         ax.plot([r['episode'] for r in rows], [r[metric] for r in rows], style,
                 label=f'{method} {metric}' if len(group) > 1 else method)
+    for method, row in (references or {}).items():
+      for metric in group:
+        ax.axhline(row[metric], color='black', linestyle=':', linewidth=1,
+                   label=f'{method} {metric}' if len(group) > 1 else method)
     ax.set_xlabel('training episodes')
     ax.set_ylabel(', '.join(group))
     ax.grid(alpha=0.3)

@@ -1,7 +1,9 @@
 """MovieLens-100k rating prediction (Chen et al. 2018b Sec. 3.1, Table 3, Figs. 2-3).
 
 Methods (`METHODS`): `maml`, `metasgd` (FedMeta process, squared error,
-`rating_mlp`), `nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
+the rating model `cfg.model`: the paper's `rating_mlp` or `rating_wide_mlp`,
+which holds the bias baseline as a special case; all NN methods share it),
+`nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
 and `bias` (`baselines`; not in the paper: the floor every learned method
 must beat). Metrics: RMSE over all query ratings and Precision@{1,3,10}
 averaged over test users, relevant = rating 5 as in the paper (`metrics`);
@@ -39,8 +41,12 @@ class MovieLensData:
   items: tasks.RatingTasks          # the same episodes with item ids as x (for SVD++)
   dataset: RatingsDataset
 
+  validation: bool = False
+
   def summary(self) -> str:
-    return f'{self.dataset.description}; {self.tasks.summary()}'
+    text = f'{self.dataset.description}; {self.tasks.summary()}'
+    return text.replace('testing users', 'VALIDATION users (held-out training users; test users '
+                        'unused)') if self.validation else text
 
 
 def prepare(cfg) -> MovieLensData:
@@ -53,10 +59,11 @@ def prepare(cfg) -> MovieLensData:
   split = dict(support_fraction=cfg.support_fraction,
                train_support_fraction=cfg.train_support_fraction,
                train_user_fraction=cfg.train_user_fraction, seed=cfg.seed,
-               sampling=cfg.support_sampling)
+               sampling=cfg.support_sampling, validation_fraction=cfg.validation_fraction)
   encoded = tasks.encode_users(ds.clients, encoder.encode)
   items = tasks.encode_users(ds.clients, lambda u: u.features['item'][:, None])
-  return MovieLensData(tasks.rating_tasks(encoded, **split), tasks.rating_tasks(items, **split), ds)
+  return MovieLensData(tasks.rating_tasks(encoded, **split), tasks.rating_tasks(items, **split), ds,
+                       validation=cfg.validation_fraction > 0)
 
 
 def score(predictions, episodes) -> Dict[str, float]:
@@ -73,7 +80,8 @@ def score(predictions, episodes) -> Dict[str, float]:
 
 
 def _model(cfg, data: MovieLensData):
-  return build_model_spec('rating_mlp', (data.tasks.feature_dim,), 1, seed=cfg.seed,
+  """The rating model all NN methods share (cfg.model; same initial weights for all)."""
+  return build_model_spec(cfg.model, (data.tasks.feature_dim,), 1, seed=cfg.seed,
                           hidden_units=cfg.hidden_units)
 
 

@@ -50,14 +50,14 @@ class Episode:
     return np.concatenate([self.support_y, self.query_y])
 
 
-def split_users(user_ids: Sequence[str], train_fraction: float, seed: int
+def split_users(user_ids: Sequence[str], train_fraction: float, seed: int, stream: int = 6
                 ) -> Tuple[List[str], List[str]]:
   """Seeded split into (training users, testing users), both non-empty."""
   validate_fraction('train_user_fraction', train_fraction)
   ids = list(user_ids)
   if len(ids) < 2:
     raise DataError(f'{len(ids)} user(s): at least one training and one testing user are needed.')
-  order = np.random.default_rng([seed, 6]).permutation(len(ids))
+  order = np.random.default_rng([seed, stream]).permutation(len(ids))
   num_train = min(max(int(round(train_fraction * len(ids))), 1), len(ids) - 1)
   return ([ids[i] for i in sorted(order[:num_train])],
           [ids[i] for i in sorted(order[num_train:])])
@@ -87,15 +87,21 @@ class RatingTasks:
 
 def rating_tasks(users: Dict[str, Tuple[np.ndarray, np.ndarray]], *, support_fraction: float,
                  train_support_fraction: float, train_user_fraction: float = 0.8,
-                 seed: int = 0, sampling: str = 'chronological') -> RatingTasks:
+                 seed: int = 0, sampling: str = 'chronological',
+                 validation_fraction: float = 0.0) -> RatingTasks:
   """Episodes from {user: (features [n, d], ratings [n])}, both in time order.
 
   Test users: support = fraction `support_fraction`, query = the rest.
   Training users: support = `train_support_fraction`, query = the rest.
+  validation_fraction > 0 (rate sweeps): that fraction of the training users (a second seeded
+  draw) is held out and returned as `test`, split as test users are; the real test users are
+  left out entirely, so nothing is selected on them.
   """
   validate_fraction('support_fraction', support_fraction)
   validate_fraction('train_support_fraction', train_support_fraction)
   train_ids, test_ids = split_users(sorted(users, key=_numeric_first), train_user_fraction, seed)
+  if validation_fraction > 0:
+    train_ids, test_ids = split_users(train_ids, 1.0 - validation_fraction, seed, stream=7)
   make = lambda ids, p: [episode(u, *users[u], p, 1.0 - p, sampling, seed) for u in ids]
   dim = next(iter(users.values()))[0].shape[1]
   return RatingTasks(train=make(train_ids, train_support_fraction),

@@ -1,0 +1,91 @@
+"""Baseline statistics of a MovieLens-shaped folder, to calibrate generated data.
+
+Issue #15 measured these on the real ml-100k (80% of users train, test users
+keep 80% of their ratings as support, query = the rest). A generated folder
+(`tff_meta.data.movielens_synth`) is a fair development stand-in only if the
+same statistics land near them; `statistics(dataset)` computes them without
+TensorFlow, from the task's own split (`tasks.rating_tasks`), baselines
+(`baselines.item_biases`, `baselines.bias_predictions`) and metrics:
+
+  stars_k           share of ratings with k stars (k = 1..5)
+  bias_rmse_S       RMSE of mu + b_i + b_u (b_u from the support set), sampling S
+  item_rmse_S       RMSE of mu + b_i (no user term)
+  item_p@k_S        Precision@k (relevant = rating 5) of ranking each test user's
+                    query items by their mean training rating (an item no
+                    training user rated gets mu)
+  item_p4@k_S       the same ranking, relevant = rating >= 4
+with S in (chronological, random) and k in (1, 3, 10).
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from tff_meta.data.movielens import RatingsDataset
+from tff_meta.recommendation import baselines, metrics, tasks
+
+# ml-100k, issue #15 (seed-0 user split, 80% support, Koren's shrinkages 25 / 10).
+REAL_ML100K = {
+    'stars_1': 0.061, 'stars_2': 0.114, 'stars_3': 0.271, 'stars_4': 0.342, 'stars_5': 0.212,
+    'bias_rmse_chronological': 0.9459, 'bias_rmse_random': 0.9318,
+    'item_rmse_chronological': 1.0096, 'item_rmse_random': 1.0280,
+    'item_p@1_chronological': 0.307, 'item_p@3_chronological': 0.307,
+    'item_p@10_chronological': 0.244,
+    'item_p@1_random': 0.444, 'item_p@3_random': 0.383, 'item_p@10_random': 0.290,
+    'item_p4@1_chronological': 0.698, 'item_p4@3_chronological': 0.681,
+    'item_p4@10_chronological': 0.618,
+    'item_p4@1_random': 0.730, 'item_p4@3_random': 0.744, 'item_p4@10_random': 0.661,
+}
+SAMPLINGS = ('chronological', 'random')
+K_VALUES = (1, 3, 10)
+
+
+def _item_means(items: np.ndarray, ratings: np.ndarray) -> Dict[int, float]:
+  """{item: its mean training rating} (unshrunk, as issue #15 ranked)."""
+  ids, index = np.unique(items, return_inverse=True)
+  sums = np.bincount(index, ratings)
+  counts = np.bincount(index)
+  return dict(zip(ids.tolist(), (sums / counts).tolist()))
+
+
+def statistics(ds: RatingsDataset, *, seed: int = 0, support_fraction: float = 0.8,
+               train_user_fraction: float = 0.8, item_shrinkage: float = 25.0,
+               user_shrinkage: float = 10.0) -> Dict[str, float]:
+  """The module doc's statistics of `ds` (a loaded MovieLens-shaped folder)."""
+  users = {u: (np.asarray(r.features['item'], np.int64)[:, None],
+               np.asarray(r.ratings, np.float64)) for u, r in ds.clients.items()}
+  all_ratings = np.concatenate([y for _, y in users.values()])
+  out = {f'stars_{k}': float(np.mean(all_ratings == k)) for k in range(1, 6)}
+  for sampling in SAMPLINGS:
+    split = tasks.rating_tasks(users, support_fraction=support_fraction,
+                               train_support_fraction=0.5, train_user_fraction=train_user_fraction,
+                               seed=seed, sampling=sampling)
+    items = np.concatenate([e.all_x[:, 0] for e in split.train])
+    ratings = np.concatenate([e.all_y for e in split.train])
+    mu, b_item = baselines.item_biases(items, ratings, item_shrinkage)
+    test = {e.user: {'support_item': e.support_x[:, 0], 'support_rating': e.support_y,
+                     'query_item': e.query_x[:, 0]} for e in split.test}
+    truth = [e.query_y for e in split.test]
+    out[f'bias_rmse_{sampling}'] = metrics.rmse(
+        baselines.bias_predictions(mu, b_item, test, user_shrinkage), truth)
+    item_only = [np.clip(mu + np.array([b_item.get(int(i), 0.0) for i in e.query_x[:, 0]]), 1, 5)
+                 for e in split.test]
+    out[f'item_rmse_{sampling}'] = metrics.rmse(item_only, truth)
+    means = _item_means(items, ratings)
+    ranked = [np.array([means.get(int(i), mu) for i in e.query_x[:, 0]]) for e in split.test]
+    for k in K_VALUES:
+      out[f'item_p@{k}_{sampling}'] = metrics.precision_at_k(ranked, truth, k)
+    for k in K_VALUES:
+      out[f'item_p4@{k}_{sampling}'] = metrics.precision_at_k(ranked, truth, k, relevant=4.0)
+  return out
+
+
+def format_statistics(stats: Dict[str, float], reference: Dict[str, float] = REAL_ML100K) -> str:
+  """A two-column table: these statistics beside the reference (real ml-100k)."""
+  lines = ['| statistic | this folder | real ml-100k |', '|---|---|---|']
+  for key, value in stats.items():
+    ref = reference.get(key)
+    lines.append(f'| {key} | {value:.4f} | ' + (f'{ref:.4f}' if ref is not None else '') + ' |')
+  return '\n'.join(lines)
