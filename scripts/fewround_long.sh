@@ -8,8 +8,9 @@
 # Resumable: rerun the same command after a kill or a session's end. Every
 # preparing stage (<out>/<method>/, <out>/pretrain/) resumes from its last
 # checkpoint (every `checkpoint_every` = 50 episodes or rounds) and ends where
-# an uninterrupted run would; a finished cell (a DONE file) is skipped. A
-# larger EPISODES extends finished meta-training (delete DONE to re-test).
+# an uninterrupted run would; a finished cell (a DONE file) is skipped. Keep
+# EPISODES when resuming: it sets beta's decay episode (5/8 of EPISODES), so
+# another value is refused as another configuration (use a new OUT).
 # Per-episode meta-train query accuracy/loss: <out>/<method>/metrics.csv and
 # tensorboard/. Results: <out>/results.md and results.json.
 #
