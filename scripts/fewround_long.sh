@@ -2,7 +2,7 @@
 # FRL on FEMNIST-62, 5-way IID, R = 3, meta-trained for >= 1,000 episodes (issue #14),
 # next to fine-tuning via FedAvg and FedAvg under the same communication budget.
 #
-#   nohup scripts/fewround_long.sh > runs/fewround_long.log 2>&1 &
+#   mkdir -p runs && nohup scripts/fewround_long.sh > runs/fewround_long.log 2>&1 &
 #   EPISODES=2000 SEEDS="0" scripts/fewround_long.sh     # other length / seeds
 #
 # Resumable: rerun the same command after a kill or a session's end. Every
