@@ -9,7 +9,11 @@ preparing stage (FRL meta-training, or the baselines' pre-training under the
 same communication budget), then deploys: R rounds of FL on test episodes of
 unseen classes, accuracy mean ± 95% CI over --test_episodes episodes, per
 --test_rounds value. Every method sees the same seeded episodes. Outputs in
---output_dir (default runs/<name>): results.json, results.md, config.toml.
+--output_dir (default runs/<name>): results.json, results.md, config.toml,
+and per preparing stage (<method>/ for meta-training, pretrain/ for the
+fine-tuning baselines) metrics.csv, tensorboard/ and checkpoints/ (every
+--checkpoint_every episodes/rounds). Rerunning the same command resumes
+every stage from its last checkpoint (a larger --episodes extends it).
 Rounds run on a TFF worker pool (--executor/--workers/--local_workers).
 """
 
@@ -46,8 +50,7 @@ def main(argv):
     data = experiment.load_data(cfg)
   except ValueError as e:   # before anything is written, e.g. a value out of range
     errors.fail(e)
-  os.makedirs(out, exist_ok=True)
-  files.write_text(os.path.join(out, 'config.toml'), experiment.to_toml(cfg))
+  experiment.prepare_output(cfg, out)   # another config's checkpoints: a one-line error
   with executor.make_pool(FLAGS, log_dir=out) as pool:   # user errors end in errors.run
     rows = experiment.run(cfg, data, pool, FLAGS.progress, out)
   print(experiment.write(cfg, out, rows))

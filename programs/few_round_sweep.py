@@ -111,7 +111,7 @@ def main(argv):
     with executor.make_pool(FLAGS, log_dir=root) as pool:
       for i, (label, setting) in enumerate(settings):
         print(f'[{i + 1}/{len(settings)}] {label}', flush=True)
-        os.makedirs(setting.resolved_output_dir(), exist_ok=True)
+        experiment.prepare_output(setting, setting.resolved_output_dir())
         rows = experiment.run(setting, data, pool, FLAGS.progress, setting.resolved_output_dir())
         results.append({'label': label, 'methods': {
             r['method']: r['accuracy'][last] for r in rows}})

@@ -105,7 +105,7 @@ def test_fine_tuning_baselines_share_one_pre_training(tmp_path):
 def test_pre_training_runs_once_per_context(monkeypatch):
   calls = []
 
-  def fake_pretrain(computations, weights, sample, rounds, progress):
+  def fake_pretrain(computations, weights, sample, rounds, progress, **kwargs):
     calls.append(rounds)
     return [w + 1.0 for w in weights]
 

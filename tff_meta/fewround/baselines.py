@@ -18,6 +18,7 @@ weights; deployment (`deploy.py`) then runs the same R test rounds for all.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
@@ -41,6 +42,11 @@ class Context:
   data: tasks.ClassSplitData
   progress: bool = False
   cache: Dict[str, Any] = dataclasses.field(default_factory=dict)   # work shared by methods
+  out: Optional[str] = None    # the run folder: checkpoints and metrics in <out>/<stage>/
+
+  def run_dir(self, stage: str) -> Optional[str]:
+    """Where a preparing stage keeps its checkpoints, metrics.csv and tensorboard."""
+    return os.path.join(self.out, stage) if self.out else None
 
   @property
   def spec(self):
@@ -76,25 +82,28 @@ class Prepared:
 
 
 def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name) -> Prepared:
+  """Meta-trains `model` (checkpointed in <out>/<name>/, resumed from there)."""
   process = process_lib.build_meta_training(model, train_hp, ctx.spec)
   phi, history = training.meta_train(
       process, lambda e: ctx.episode('train', TRAIN_STREAM, e), ctx.cfg.episodes,
-      ctx.progress, desc=name)
+      ctx.progress, desc=name, run_dir=ctx.run_dir(name),
+      checkpoint_every=ctx.cfg.checkpoint_every)
   tail = history[-max(1, len(history) // 10):]
   return Prepared(model, deploy_hp, phi, {'train_query_accuracy_last10pct': float(np.mean(tail)),
                                           'communication_rounds': ctx.budget_rounds})
 
 
-def _frl(classifier: str, use_gpal: bool):
+def _frl(name: str, classifier: str, use_gpal: bool):
   def prepare(ctx: Context) -> Prepared:
     hp = ctx.cfg.hparams(gamma=ctx.cfg.gamma if use_gpal else 0.0)
-    return _meta_trained(ctx, ctx.model(classifier), hp, hp, f'frl {classifier}')
+    return _meta_trained(ctx, ctx.model(classifier), hp, hp, name)
   return prepare
 
 
-METHODS.add('frl_distance_gpal', _frl('distance', True))
-METHODS.add('frl_distance', _frl('distance', False))
-METHODS.add('frl_linear', _frl('linear', False))
+for _name, _classifier, _gpal in (('frl_distance_gpal', 'distance', True),
+                                   ('frl_distance', 'distance', False),
+                                   ('frl_linear', 'linear', False)):
+  METHODS.add(_name, _frl(_name, _classifier, _gpal))
 
 
 @METHODS.register('personalized')
@@ -129,7 +138,8 @@ def _pretrained(ctx: Context):
                                               (cfg.seed, PRETRAIN_STREAM, r))
     weights = training.federated_pretrain(
         process_lib.build_round(pre_model, cfg.hparams(gamma=0.0, zero_head=False), ctx.spec),
-        pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress)
+        pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress,
+        run_dir=ctx.run_dir('pretrain'), checkpoint_every=cfg.checkpoint_every)
     ctx.cache['pretrained'] = (pre_model, weights)
   return ctx.cache['pretrained']
 

@@ -13,6 +13,7 @@ import dataclasses
 import os
 from typing import Any, Dict, Optional, Tuple
 
+from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.fewround.process import FewRoundHparams
 from tff_meta.program.config import ConfigError, coerce_dataclass, coerce_value, load_toml
 
@@ -39,6 +40,8 @@ class FewRoundConfig:
   gamma: float = 0.1
   meta_lr: float = 0.01
   meta_lr_decay_episode: int = 5000
+  meta_update: str = 'client_adam'
+  checkpoint_every: int = 50
   methods: Tuple[str, ...] = ('frl_distance_gpal', 'frl_distance', 'frl_linear', 'fedavg',
                               'finetune_fedavg', 'finetune_oneshot')
   seed: int = 0
@@ -59,7 +62,8 @@ class FewRoundConfig:
     hp = FewRoundHparams(rounds=self.rounds, local_steps=self.local_steps,
                          inner_lr=self.inner_lr, head_lr=self.head_lr, zero_head=self.zero_head,
                          gamma=self.gamma,
-                         meta_lr=self.meta_lr, meta_lr_decay_episode=self.meta_lr_decay_episode)
+                         meta_lr=self.meta_lr, meta_lr_decay_episode=self.meta_lr_decay_episode,
+                         meta_update=self.meta_update)
     return dataclasses.replace(hp, **overrides)
 
   def resolved_output_dir(self) -> str:
@@ -71,7 +75,7 @@ class FewRoundConfig:
       raise ConfigError(f'n_way must be N (e.g. 5) or a range [low, high] (e.g. [3, 7]) with '
                         f'2 <= low <= high, got {list(self.n_way)}.')
     for key in ('examples_per_class', 'num_clients', 'episodes', 'test_episodes',
-                'local_steps'):
+                'local_steps', 'checkpoint_every'):
       if getattr(self, key) < 1:
         raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
     if self.rounds < 1 or not self.test_rounds or min(self.test_rounds) < 1:
@@ -84,6 +88,9 @@ class FewRoundConfig:
       raise ConfigError(f"eval_part must be 'test' or 'validation', got {self.eval_part!r}.")
     if self.head_lr < 0:
       raise ConfigError(f'head_lr must be >= 0 (0: use inner_lr), got {self.head_lr}.')
+    if self.meta_update not in META_UPDATES:
+      raise ConfigError(f'meta_update must be one of {", ".join(META_UPDATES.names())}, '
+                        f'got {self.meta_update!r}.')
     if self.gamma < 0:
       raise ConfigError(f'gamma must be >= 0, got {self.gamma}.')
     return self
@@ -111,6 +118,11 @@ HELP = {
     'gamma': 'GPAL weight (Eq. 4) of the frl_distance_gpal method.',
     'meta_lr': 'beta: Adam learning rate of the meta-update.',
     'meta_lr_decay_episode': 'Divide beta by 10 from this episode on (0: never).',
+    'meta_update': 'FRL meta-update (Alg. 1 lines 24-26): client_adam = one Adam step per '
+                   'client from a shared state, models and Adam slots averaged; server_adam = '
+                   'one server Adam step on the mean first-order meta-gradient.',
+    'checkpoint_every': 'Checkpoint meta-training / pre-training every this many episodes / '
+                        'rounds (a stopped run resumes from the last one).',
     'methods': 'Methods to train and test (see fewround.baselines.METHODS).',
     'seed': 'Seeds the class split, the episodes and the initial weights.',
     'output_dir': 'Output folder (default runs/<name>).',

@@ -9,11 +9,12 @@ method so a stopped run keeps what it finished.
 import json
 import os
 import time
+import tomllib
 
 import tensorflow_federated as tff
 
 from tff_meta.fewround import baselines, deploy, process, tasks
-from tff_meta.program import files
+from tff_meta.program import checkpoints, files
 
 
 def table(cfg, rows) -> str:
@@ -39,6 +40,31 @@ def to_toml(cfg) -> str:
   return '\n'.join(out) + '\n'
 
 
+# Config keys a resumed run may change: they do not enter the checkpointed state
+# (meta-training and pre-training sample episode i from (seed, stream, i)).
+# More `episodes` extends a run; [data] may name another copy of the same data.
+RESUMABLE_CHANGES = ('name', 'episodes', 'test_rounds', 'test_episodes', 'eval_part', 'methods',
+                     'output_dir', 'checkpoint_every')
+
+
+def prepare_output(cfg, out: str) -> None:
+  """Refuses to resume another configuration's checkpoints, then saves config.toml.
+
+  Each preparing stage keeps its checkpoints in <out>/<stage>/checkpoints
+  (`baselines.Context.run_dir`); the config they were written with is
+  <out>/config.toml.
+  """
+  current = tomllib.loads(to_toml(cfg))
+  keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
+  if os.path.isdir(out):
+    for stage in sorted(os.listdir(out)):
+      if os.path.isdir(os.path.join(out, stage, 'checkpoints')):
+        checkpoints.check_same_run(os.path.join(out, stage), keys, current,
+                                   config_file=os.path.join(os.pardir, 'config.toml'))
+  os.makedirs(out, exist_ok=True)
+  files.write_text(os.path.join(out, 'config.toml'), to_toml(cfg))
+
+
 def load_data(cfg):
   data = tasks.load_class_split(cfg.dataset, cfg.class_split, cfg.seed, **cfg.data)
   print(f'{data.description}; classes per part: '
@@ -56,7 +82,7 @@ def write(cfg, out, rows) -> str:
 
 def run(cfg, data, pool, progress: bool, out: str):
   """Prepares and tests every method (results written after each); returns the rows."""
-  ctx = baselines.Context(cfg, data, progress)
+  ctx = baselines.Context(cfg, data, progress, out=out)
   rows = []
   with tff.framework.get_context_stack().install(pool.context):
     for name in cfg.methods:

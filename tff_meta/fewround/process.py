@@ -13,13 +13,14 @@ worker pool):
   (line 20), both weighted by support-set size |S_k| (lambda_k). A class's
   prototype is averaged over the clients that hold that class.
 - `meta_update` (lines 22-26): every client takes the query loss with theta_R
-  and P_{R-1}, uses the first-order approximation
-  grad_phi L(theta_R) ~ grad_theta_R L(theta_R) (Sec. 3.2.2), and applies one
-  step of the meta-optimizer (Adam, beta) to phi: phi_{t+1}(k). The server
-  averages the phi_{t+1}(k) and the optimizer slots, weighted by data size
-  |S_k| + |Q_k| (rho_k). beta is divided by 10 from episode
-  `meta_lr_decay_episode` on (the paper: after 2.0e4 rounds = 5,000 episodes
-  of 4 rounds).
+  and P_{R-1} and the first-order approximation
+  grad_phi L(theta_R) ~ grad_theta_R L(theta_R) (Sec. 3.2.2); `hp.meta_update`
+  names how phi_{t+1} follows (`meta_update.META_UPDATES`): `client_adam`, one
+  Adam step (beta) per client from the shared state, then the server averages
+  the phi_{t+1}(k) and the Adam slots weighted by data size |S_k| + |Q_k|
+  (rho_k); or `server_adam`, one server Adam step on the rho-weighted mean
+  meta-gradient. beta is divided by 10 from episode `meta_lr_decay_episode`
+  on (the paper: after 2.0e4 rounds = 5,000 episodes of 4 rounds).
 
 With `local_adaptation=True` the meta-update is the personalization scheme of
 Appendix C: each client first adapts phi on its own support set (E steps,
@@ -51,8 +52,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms.base import OPTIMIZERS
+from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import prototypes as proto_lib
 from tff_meta.fewround.model import ClientBatch, FewRoundModel
+from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.learning import adaptation
 
 
@@ -69,6 +72,7 @@ class FewRoundHparams:
   local_adaptation: bool = False     # Appendix C personalization scheme
   head_lr: float = 0.0               # alpha of the linear head's weights (0: alpha)
   zero_head: bool = False            # the linear head starts each episode at zero
+  meta_update: str = 'client_adam'   # META_UPDATES: client_adam (line 24 per client), server_adam
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -84,9 +88,7 @@ def client_batch(model: FewRoundModel, data, part: str) -> ClientBatch:
   return ClientBatch(data[f'{part}_x'], data[f'{part}_y'], mask)
 
 
-def all_finite(structure) -> tf.Tensor:
-  return tf.reduce_all(tf.stack(
-      [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]))
+all_finite = meta_lib.all_finite
 
 
 def local_update(model: FewRoundModel, hp: FewRoundHparams, theta, batch: ClientBatch,
@@ -120,7 +122,7 @@ def round_client_fn(model: FewRoundModel, hp: FewRoundHparams, server, data):
                                      gamma)
   new_theta = local_update(model, hp, theta, batch, server['protos'], server['mask'], gamma)
   n = tf.cast(tf.size(batch.y), tf.float32)
-  ok = tf.logical_and(all_finite(new_theta), tf.math.is_finite(loss))
+  ok = tf.logical_and(meta_lib.all_finite(new_theta), tf.math.is_finite(loss))
   weight = tf.where(ok, n, 0.0)                                        # lambda_k ~ |S_k|
   class_weight = weight * tf.cast(counts > 0, tf.float32)              # [ways]
   return collections.OrderedDict(
@@ -143,58 +145,14 @@ def round_server_fn(old, total):
 
 
 def meta_client_fn(model: FewRoundModel, hp: FewRoundHparams, optimizer, server, data):
-  """Pure TF: line 24, one meta-optimizer step on phi with grad_theta_R L^Q."""
-  theta = list(server['round']['theta'])
-  protos, mask = server['round']['protos'], server['round']['mask']
-  if hp.local_adaptation:    # Appendix C: adapt alone on the support set, own prototypes
-    support = client_batch(model, data, 'support')
-    theta = local_update(model, hp, theta, support, protos, mask, 0.0)
-    protos, counts = proto_lib.prototypes(model.embed(theta, support.x), support.y, model.ways)
-    mask = tf.cast(counts > 0, tf.float32)
-  theta = [tf.stop_gradient(w) for w in theta]
-  query = client_batch(model, data, 'query')
-  with tf.GradientTape() as tape:
-    tape.watch(theta)
-    logits = model.classifier.logits(model, theta, query.x, query.way_mask, protos, mask)
-    losses = proto_lib.per_example_loss(logits, query.y)
-    loss = tf.reduce_mean(losses)
-  grads = adaptation.dense(tape.gradient(loss, theta))
-  opt_state = collections.OrderedDict(server['optimizer_state'])
-  opt_state['learning_rate'] = server['meta_lr']
-  opt_state, phi = optimizer.next(opt_state, list(server['phi']), list(grads))
-  n_q = tf.cast(tf.size(query.y), tf.float32)
-  rho = n_q + tf.cast(tf.size(data['support_y']), tf.float32)           # |D_k|
-  ok = tf.logical_and(all_finite(phi), tf.math.is_finite(loss))
-  rho = tf.where(ok, rho, 0.0)
-  weigh = lambda t: tf.where(ok, tf.cast(t, tf.float32) * rho, tf.zeros_like(t, tf.float32))
-  correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), query.y), tf.float32)
-  return collections.OrderedDict(
-      phi=[weigh(w) for w in phi], optimizer_state=tf.nest.map_structure(weigh, opt_state),
-      weight=rho, loss_sum=tf.where(ok, tf.reduce_sum(losses), 0.0),
-      correct=tf.where(ok, tf.reduce_sum(correct), 0.0), num_examples=tf.where(ok, n_q, 0.0))
+  """Pure TF: line 24 as `hp.meta_update` does it (`meta_update.META_UPDATES`)."""
+  return META_UPDATES.get(hp.meta_update).client_fn(model, hp, optimizer, server, data,
+                                                    local_update, client_batch)
 
 
-def meta_server_fn(state, total):
-  """Pure TF: line 26, data-size weighted mean of phi(k) and of the optimizer state."""
-  accepted = total['weight'] > 0
-  denominator = tf.maximum(total['weight'], 1e-12)
-
-  def mean(summed, old):
-    value = summed / denominator
-    if old.dtype.is_integer:
-      value = tf.round(value)
-    return tf.where(accepted, tf.cast(value, old.dtype), old)
-
-  return collections.OrderedDict(
-      phi=[mean(s, o) for s, o in zip(total['phi'], state['phi'])],
-      optimizer_state=tf.nest.map_structure(mean, total['optimizer_state'],
-                                            state['optimizer_state']),
-      episode=state['episode'] + 1)
-
-
-def meta_lr(hp: FewRoundHparams, episode: tf.Tensor) -> tf.Tensor:
-  decayed = tf.logical_and(hp.meta_lr_decay_episode > 0, episode >= hp.meta_lr_decay_episode)
-  return tf.where(decayed, hp.meta_lr / 10.0, hp.meta_lr)
+def meta_server_fn(hp: FewRoundHparams, optimizer, state, total):
+  """Pure TF: line 26 as `hp.meta_update` does it."""
+  return META_UPDATES.get(hp.meta_update).server_fn(hp, optimizer, state, total)
 
 
 def fresh_round_state(model: FewRoundModel, weights, zero_head: bool = False):
@@ -298,7 +256,7 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
   def meta_broadcast(state, round_state):
     return collections.OrderedDict(
         phi=state['phi'], optimizer_state=state['optimizer_state'],
-        meta_lr=meta_lr(hp, state['episode']), round=round_state)
+        meta_lr=meta_lib.meta_lr(hp, state['episode']), round=round_state)
 
   @tff.tensorflow.computation(meta_broadcast.type_signature.result, data_type)
   def meta_client(server, data):
@@ -306,7 +264,7 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
 
   @tff.tensorflow.computation(state_type, meta_client.type_signature.result)
   def meta_server(state, total):
-    return meta_server_fn(state, total)
+    return meta_server_fn(hp, optimizer, state, total)
 
   @tff.tensorflow.computation(meta_client.type_signature.result)
   def meta_metrics(total):
@@ -345,9 +303,15 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
   return process
 
 
-def run_episode(process, state, data):
-  """One episode, one federated computation per communication round (worker pools)."""
+def run_episode(process, state, data, round_metrics=None):
+  """One episode, one federated computation per communication round (worker pools).
+
+  Each round's metrics (support loss sums) are appended to `round_metrics`
+  when a list is given.
+  """
   round_state = process.start(state)
   for _ in range(process.hparams.rounds):
-    round_state, _ = process.round(round_state, data)
+    round_state, metrics = process.round(round_state, data)
+    if round_metrics is not None:
+      round_metrics.append(metrics)
   return process.meta_update(state, round_state, data)

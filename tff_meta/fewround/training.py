@@ -1,45 +1,155 @@
 """The loops that drive the few-round computations: meta-training and pre-training.
 
 - `meta_train`: T episodes of FRL Algorithm 1 (each 1 + R rounds, one
-  federated computation per round; `process.run_episode`).
+  federated computation per round; `process.run_episode`). Per episode it
+  records the meta-train query loss and accuracy of theta_R before the
+  meta-step (line 24's L^{Q_k}, summed over the K clients), the support loss
+  of every round r (Eq. 4 at theta_r) and beta.
 - `federated_pretrain`: plain FedAvg rounds of a linear model on the
   meta-train classes (the "preparing stage" of the fine-tuning baselines,
   Sec. 4), using the same `round` computation; under the same communication
-  budget as FRL, T * (R + 1) rounds.
+  budget as FRL, T * (R + 1) rounds. Per round it records the support loss.
 Both take a `sample(i)` callable giving round/episode i's K clients, so every
-method sees the same seeded episodes.
+method sees the same seeded episodes, and so a resumed run sees the episodes
+it would have seen.
+
+With a `run_dir`, both run as `programs.train` does (`checkpointed_loop`):
+the metrics go to <run_dir>/metrics.csv and <run_dir>/tensorboard through
+tff.program's release managers, and the state (phi and the Adam slots, or
+the pre-trained weights) to <run_dir>/checkpoints through
+`tff.program.FileProgramStateManager` every `checkpoint_every` steps and at
+the end. A stopped or killed run restarts after its last checkpoint; rows
+released after it are dropped from metrics.csv before new ones are written,
+and since every episode's data is seeded by its index, the resumed run ends
+in the state an uninterrupted run reaches.
 """
 
 from __future__ import annotations
 
-from typing import Callable, List
+import asyncio
+import collections
+import csv
+import os
+import sys
+import time
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
+import tensorflow_federated as tff
 import tqdm
 
+from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import process as process_lib
+from tff_meta.program import checkpoints
+
+Row = Dict[str, float]
+
+
+def _ratio(total, key: str, count: str = 'num_examples') -> float:
+  n = float(total[count])
+  return float(total[key]) / n if n > 0 else float('nan')
+
+
+def read_metrics(path: str, column: str) -> List[float]:
+  """One column of a metrics.csv, in key order (empty if the file is absent)."""
+  if not os.path.exists(path):
+    return []
+  with open(path, newline='', encoding='utf-8') as f:
+    return [float(r[column]) for r in csv.DictReader(f) if r.get(column, '') != '']
+
+
+async def _loop(name: str, run_dir: str, key: str, initial, step: Callable, total: int,
+                checkpoint_every: int, progress: bool):
+  os.makedirs(run_dir, exist_ok=True)
+  metrics_path = os.path.join(run_dir, 'metrics.csv')
+  checkpoints.check_csv(metrics_path, key)   # a damaged file stops the run before any write
+  root = os.path.join(run_dir, 'checkpoints')
+  manager = tff.program.FileProgramStateManager(root, keep_total=3)
+  state, start = await checkpoints.load_latest(manager, root, initial, name, unit=key)
+  if state is None:
+    state, start = initial, 0
+  elif start < total:
+    print(f'Resuming {name} from {key} {start} ({run_dir}).', file=sys.stderr, flush=True)
+  release = tff.program.GroupingReleaseManager([
+      tff.program.CSVFileReleaseManager(metrics_path, key_fieldname=key),
+      tff.program.TensorBoardReleaseManager(os.path.join(run_dir, 'tensorboard'))])
+  bar = tqdm.tqdm(total=total, initial=min(start, total), desc=name, disable=not progress,
+                  leave=False, file=sys.stderr)
+  for i in range(start, total):
+    t0 = time.perf_counter()
+    state, row = step(state, i)
+    row['seconds'] = time.perf_counter() - t0
+    await release.release(row, key=i + 1)
+    if (i + 1) % checkpoint_every == 0 or i + 1 == total:
+      await manager.save(state, i + 1)
+    bar.set_postfix({k: f'{v:.3f}' for k, v in list(row.items())[:2]}, refresh=False)
+    bar.update(1)
+  bar.close()
+  return state
+
+
+def checkpointed_loop(name: str, run_dir: Optional[str], key: str, initial,
+                      step: Callable[[object, int], Tuple[object, Row]], total: int,
+                      checkpoint_every: int = 50, progress: bool = False):
+  """`state, row = step(state, i)` for i in [0, total); returns the final state.
+
+  Row i is released with key i + 1 (metrics.csv's `key` column); the state
+  is saved as version i + 1. Without `run_dir` nothing is written.
+  """
+  if run_dir is None:
+    state = initial
+    for i in tqdm.trange(total, desc=name, disable=not progress, leave=False):
+      state, _ = step(state, i)
+    return state
+  return asyncio.run(_loop(name, run_dir, key, initial, step, total, checkpoint_every,
+                           progress))
+
+
+def episode_row(process, state, round_metrics, metrics) -> Row:
+  """The per-episode metrics of meta-training (metrics.csv / TensorBoard)."""
+  row = collections.OrderedDict(
+      query_accuracy=_ratio(metrics, 'correct'), query_loss=_ratio(metrics, 'loss_sum'))
+  for r, m in enumerate(round_metrics):
+    row[f'support_loss_round{r}'] = _ratio(m, 'loss_sum')
+  row['meta_lr'] = float(meta_lib.meta_lr(process.hparams, np.int32(state['episode'])))
+  row['accepted_examples'] = float(metrics['num_examples'])
+  return row
 
 
 def meta_train(process, sample: Callable[[int], list], episodes: int, progress: bool = False,
-               desc: str = 'meta-train'):
-  """Returns (phi_T as numpy arrays, per-episode query accuracy before the meta-step)."""
-  state = process.initialize()
+               desc: str = 'meta-train', run_dir: Optional[str] = None,
+               checkpoint_every: int = 50):
+  """Returns (phi_T as numpy arrays, per-episode query accuracy before the meta-step).
+
+  With `run_dir` the history is the whole run's (read back from metrics.csv,
+  so a resumed run reports every episode, not only those since the resume).
+  """
   history: List[float] = []
-  bar = tqdm.trange(episodes, desc=desc, disable=not progress, leave=False)
-  for e in bar:
-    state, metrics = process_lib.run_episode(process, state, sample(e))
-    history.append(float(metrics['correct']) / max(float(metrics['num_examples']), 1.0))
-    if progress and e % 10 == 0:
-      bar.set_postfix(query_acc=f'{np.mean(history[-50:]):.3f}')
+
+  def step(state, e):
+    round_metrics = []
+    new_state, metrics = process_lib.run_episode(process, state, sample(e), round_metrics)
+    row = episode_row(process, state, round_metrics, metrics)
+    history.append(row['query_accuracy'])
+    return new_state, row
+
+  state = checkpointed_loop(desc, run_dir, 'episode', process.initialize(), step, episodes,
+                            checkpoint_every, progress)
+  if run_dir is not None:
+    history = read_metrics(os.path.join(run_dir, 'metrics.csv'), 'query_accuracy')
   return [np.asarray(w) for w in state['phi']], history
 
 
 def federated_pretrain(computations, weights, sample: Callable[[int], list], rounds: int,
-                       progress: bool = False, desc: str = 'pre-train'):
+                       progress: bool = False, desc: str = 'pre-train',
+                       run_dir: Optional[str] = None, checkpoint_every: int = 50):
   """FedAvg for `rounds` rounds from `weights`; returns the final weights (numpy)."""
   start, round_fn, _ = computations
-  theta = weights
-  for r in tqdm.trange(rounds, desc=desc, disable=not progress, leave=False):
-    state, _ = round_fn(start(theta), sample(r))    # new clients every round
-    theta = state['theta']
+
+  def step(theta, r):
+    state, metrics = round_fn(start(theta), sample(r))    # new clients every round
+    return [np.asarray(w) for w in state['theta']], {'train_loss': _ratio(metrics, 'loss_sum')}
+
+  theta = checkpointed_loop(desc, run_dir, 'round', [np.asarray(w) for w in weights], step,
+                            rounds, checkpoint_every, progress)
   return [np.asarray(w) for w in theta]
