@@ -2,8 +2,8 @@
 # FRL on FEMNIST-62, 5-way IID, R = 3, meta-trained for >= 1,000 episodes (issue #14),
 # next to fine-tuning via FedAvg and FedAvg under the same communication budget.
 #
-#   mkdir -p runs && nohup scripts/fewround_long.sh > runs/fewround_long.log 2>&1 &
-#   EPISODES=2000 SEEDS="0" scripts/fewround_long.sh     # other length / seeds
+#   mkdir -p runs && nohup configs/fewround/long_run.sh > runs/fewround_long.log 2>&1 &
+#   EPISODES=2000 SEEDS="0" configs/fewround/long_run.sh     # other length / seeds
 #
 # Resumable: rerun the same command after a kill or a session's end. Every
 # preparing stage (<out>/<method>/, <out>/pretrain/) resumes from its last
@@ -19,7 +19,7 @@
 # baselines keep theirs (alpha 0.003, E 5 from the FedAvg sweep, RESULTS §9),
 # each with EPISODES * (R + 1) rounds of pre-training for finetune_fedavg.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 OUT=${OUT:-runs/fewround_long}
 EPISODES=${EPISODES:-1000}
