@@ -72,7 +72,7 @@ DESCRIPTIONS: Dict[str, Dict[str, Tuple[str, str]]] = {
         'conv4': ('4 conv blocks with group norm, for few-round learning', 'FRL'),
         'rating_mlp': ('one hidden layer, sigmoid output scaled to 0-5', 'Recommendation'),
         'rating_wide_mlp': ('`rating_mlp` plus a linear path to the output (item and user '
-                            'biases)', 'Recommendation (issue #15)'),
+                            'biases)', 'Recommendation'),
     },
 }
 

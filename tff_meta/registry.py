@@ -39,6 +39,10 @@ class Registry(Generic[T]):
   def add(self, name: str, obj: T) -> None:
     self.register(name)(obj)
 
+  def remove(self, name: str) -> None:
+    """Drops `name` (for entries a test registers for a while)."""
+    self._entries.pop(name)
+
   def get(self, name: str) -> T:
     try:
       return self._entries[name]
