@@ -1,12 +1,14 @@
-"""The training loop's one stop rule (`Schedule`) and one client sampling
-(`RoundSampler`). Whole runs are checked in test_rounds_per_call.py,
+"""The training loop's one stop rule (`Schedule`), one client sampling
+(`RoundSampler`) and its evaluation in chunks of clients. Whole runs are checked in test_rounds_per_call.py,
 test_resample.py, test_client_states.py and tests/programs/test_train.py."""
 
 import numpy as np
 
 from tests import helpers
-from tff_meta.program import client_data
+from tff_meta.algorithms import ALGORITHMS
+from tff_meta.program import client_data, training_loop
 from tff_meta.program.training_loop import RoundSampler, Schedule
+from tff_meta.runtime.pool import WorkerPool
 
 
 def test_schedule_is_the_one_stop_rule():
@@ -27,3 +29,26 @@ def test_sampler_gives_the_seeded_clients_and_their_data():
     for got, want in zip(sampled.batch, client_data.round_data('full', sampled.clients, 7, r)):
       np.testing.assert_array_equal(got['x'], want['x'])
   assert RoundSampler('full', data.train[:2], 3, 7).num_clients == 2
+
+
+def test_evaluation_in_chunks_scores_every_client_as_one_call_does(tff_worker, monkeypatch):
+  """`evaluate` sends EVAL_CLIENTS_PER_CALL clients per call (worker memory); the
+  per-client scores must be those of one call over all clients."""
+  data = helpers.digits_protocol()
+  model = helpers.mlp_spec()
+  pool = WorkerPool([f'localhost:{tff_worker.port}'])
+  try:
+    for name in ('fedmeta_maml', 'fedper'):   # stateless, and clients with state
+      alg = ALGORITHMS.get(name)(model)
+      params = alg.params(alg.process.initialize())
+      clients = data.test[:5]
+      monkeypatch.setattr(training_loop, 'EVAL_CLIENTS_PER_CALL', 100)
+      whole = training_loop.evaluate(alg, params, clients, pool)
+      monkeypatch.setattr(training_loop, 'EVAL_CLIENTS_PER_CALL', 2)   # calls of 2, 2, 1
+      chunked = training_loop.evaluate(alg, params, clients, pool)
+      assert chunked.num_examples == whole.num_examples == sum(len(c.query.y) for c in clients)
+      np.testing.assert_allclose(chunked.client_accuracies, whole.client_accuracies)
+      np.testing.assert_allclose([chunked.accuracy, chunked.loss], [whole.accuracy, whole.loss],
+                                 rtol=1e-6)
+  finally:
+    pool.close()
