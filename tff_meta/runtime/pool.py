@@ -24,6 +24,7 @@ from typing import Iterator, List, Mapping, Optional, Sequence, Union
 
 import grpc
 import tensorflow_federated as tff
+from tensorflow_federated.proto.v0 import executor_pb2, executor_pb2_grpc
 
 from tff_meta.runtime import contexts
 from tff_meta.runtime.workers import GRPC_OPTIONS, WorkerProcess
@@ -49,6 +50,30 @@ def parse_addresses(text: str) -> List[str]:
   if not addresses:
     raise ValueError('--workers needs at least one host:port.')
   return addresses
+
+
+def _unreachable(channel: grpc.Channel, confirm_s: float) -> bool:
+  """True if nothing answers on `channel`, now and for `confirm_s`.
+
+  The probe is `DisposeExecutor` of no executor, which a live worker answers
+  at once (even mid-computation) and which changes nothing. The first call
+  fails fast (UNAVAILABLE) only when nothing listens; a slow answer means a
+  busy worker, which is alive. The confirming call waits up to `confirm_s` for
+  a connection, so a worker that is merely reconnecting counts as alive.
+  """
+  stub = executor_pb2_grpc.ExecutorGroupStub(channel)
+  request = executor_pb2.DisposeExecutorRequest()
+  try:
+    stub.DisposeExecutor(request, timeout=confirm_s)
+    return False
+  except grpc.RpcError as e:
+    if e.code() != grpc.StatusCode.UNAVAILABLE:
+      return False   # it answered with an error, or is too busy to answer: alive
+  try:
+    stub.DisposeExecutor(request, timeout=confirm_s, wait_for_ready=True)
+    return False
+  except grpc.RpcError as e:
+    return e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class WorkerPool:
@@ -107,16 +132,14 @@ class WorkerPool:
     return cls([f'localhost:{w.port}' for w in workers], owned=workers)
 
   def dead_workers(self, confirm_s: float = 2.0) -> List[str]:
-    """Workers whose channel is down and cannot reconnect within `confirm_s`."""
-    dead = []
-    for address, stub, channel in zip(self.addresses, self._stubs, self._channels):
-      if stub.is_ready:
-        continue
-      try:   # an idle channel reconnects at once; a dead worker does not
-        grpc.channel_ready_future(channel).result(timeout=confirm_s)
-      except grpc.FutureTimeoutError:
-        dead.append(address)
-    return dead
+    """Workers that do not answer a probe call and cannot be reached within `confirm_s`.
+
+    Each worker is asked directly (`_unreachable`), never through the channel's
+    cached connectivity: that is updated by a callback some time after a
+    worker dies, and a round's own gRPC call may fail before it is.
+    """
+    return [address for address, channel in zip(self.addresses, self._channels)
+            if _unreachable(channel, confirm_s)]
 
   def _message(self, dead: Sequence[str], what: str) -> str:
     alive = [a for a in self.addresses if a not in dead]
