@@ -61,4 +61,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  cli.run(main, (report.ReportError,))
+  cli.run(main, (run_folder.RunFolderError,))

@@ -52,8 +52,7 @@ def _paper(config_dir):
 
 def _wall_hours(output_dir):
   """Hours of training rounds over all sessions of a run (metrics.csv round_seconds)."""
-  from tff_meta.program.training_loop import read_total  # pylint: disable=g-import-not-at-top
-  return read_total(os.path.join(output_dir, run_folder.METRICS_FILE), 'round_seconds') / 3600
+  return run_folder.read_total(os.path.join(output_dir, run_folder.METRICS_FILE), 'round_seconds') / 3600
 
 
 def main(argv):

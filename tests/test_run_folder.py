@@ -41,6 +41,17 @@ def test_load_run_sums_costs_per_round(tmp_path):
   assert run.first_round_reaching(0.5) == 3 and run.first_round_reaching(0.7) is None
 
 
+def test_totals_and_history_count_each_round_once(tmp_path):
+  folder = _write_run(tmp_path / 'run')
+  metrics = str(folder / run_folder.METRICS_FILE)
+  assert run_folder.read_total(metrics, 'bytes_down') == 600.0    # 100 + 200 + 300
+  assert run_folder.read_total(metrics, 'client_flops') == 3000.0  # round 3 left empty
+  assert np.isnan(run_folder.read_total(str(folder / 'missing.csv'), 'bytes_down'))
+  (folder / run_folder.EVAL_FILE).write_text('round,test_accuracy,epsilon\n0,0.1,\n5,0.6,2.5\n')
+  assert run_folder.read_history(str(folder / run_folder.EVAL_FILE)) == [
+      {'round': 0.0, 'test_accuracy': 0.1}, {'round': 5.0, 'test_accuracy': 0.6, 'epsilon': 2.5}]
+
+
 def test_metrics_without_flops_and_with_a_gap(tmp_path):
   run = run_folder.load_run(str(_write_run(
       tmp_path / 'a', 'round,bytes_down,bytes_up\n1,1,2\n2,3,4\n3,5,6\n')))

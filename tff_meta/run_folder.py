@@ -197,6 +197,26 @@ def read_metrics(folder: str):
   return cum_bytes, cum_flops
 
 
+def read_history(path: str) -> List[Dict[str, float]]:
+  """The rows of an eval.csv (all sessions of a resumed run), as floats; empty cells left out."""
+  with open(path, newline='') as f:
+    return [{k: float(v) for k, v in row.items() if v not in ('', None)}
+            for row in csv.DictReader(f)]
+
+
+def read_total(path: str, column: str) -> float:
+  """Sum of a metrics.csv column over the rounds of a run (NaN without the file).
+
+  A round that appears twice (a resumed run re-runs the rounds after its
+  checkpoint) counts once, with its last row, as in `read_metrics`.
+  """
+  if not os.path.exists(path):
+    return float('nan')
+  with open(path, newline='') as f:
+    last = {row.get('round', i): row.get(column) for i, row in enumerate(csv.DictReader(f))}
+  return float(sum(float(v) for v in last.values() if v not in ('', None)))
+
+
 def load_run(folder: str) -> Run:
   """Reads and checks one run folder; RunFolderError names the folder and the file."""
   config = read_config(folder)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tff_meta import run_folder
 from tff_meta.analysis import report
 
 SETTING = 'digits, mlp, p=20%'
@@ -210,30 +211,30 @@ def test_malformed_run_folder_is_named_in_the_error(runs_dir, tmp_path):
   assert 'Traceback' not in proc.stderr
 
   (bad / 'results.json').write_text(json.dumps({'summary': {'method': 'FedAvg'}}))
-  with pytest.raises(report.ReportError, match=f'{bad}: results.json: has no summary'):
+  with pytest.raises(run_folder.RunFolderError, match=f'{bad}: results.json: has no summary'):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'))
   shutil.copy(good / 'results.json', bad / 'results.json')
   (bad / 'config.toml').write_text('algorithm = "fedavg"\nthis is not toml\n')
-  with pytest.raises(report.ReportError, match=f'{bad}: config.toml: cannot be read as TOML'):
+  with pytest.raises(run_folder.RunFolderError, match=f'{bad}: config.toml: cannot be read as TOML'):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'))
   (bad / 'config.toml').write_text('algorithm = "fedavg"\n')
-  with pytest.raises(report.ReportError, match=f'{bad}: config.toml: has no dataset, model'):
+  with pytest.raises(run_folder.RunFolderError, match=f'{bad}: config.toml: has no dataset, model'):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'))
   os.remove(bad / 'config.toml')
-  with pytest.raises(report.ReportError, match=f'{bad}: config.toml: missing'):
+  with pytest.raises(run_folder.RunFolderError, match=f'{bad}: config.toml: missing'):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'))
   shutil.copy(good / 'config.toml', bad / 'config.toml')
   os.remove(bad / 'metrics.csv')
-  with pytest.raises(report.ReportError, match=f'{bad}: metrics.csv: cannot be read'):
+  with pytest.raises(run_folder.RunFolderError, match=f'{bad}: metrics.csv: cannot be read'):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'))
   lines = (good / 'metrics.csv').read_text().splitlines()
   (bad / 'metrics.csv').write_text('\n'.join(lines[:2]) + '\n')   # round 1 only
-  with pytest.raises(report.ReportError, match=f'{bad}: metrics.csv: ends at round 1'):
+  with pytest.raises(run_folder.RunFolderError, match=f'{bad}: metrics.csv: ends at round 1'):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'))
 
   proc = _report(tmp_path / 'nowhere', tmp_path / 'rep')
   assert proc.returncode != 0 and 'is not a folder' in proc.stderr
-  with pytest.raises(report.ReportError, match='not a fraction'):
+  with pytest.raises(run_folder.RunFolderError, match='not a fraction'):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'), '74')
 
 

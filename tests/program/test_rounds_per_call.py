@@ -6,6 +6,7 @@ uninterrupted one."""
 import asyncio
 import csv
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -47,8 +48,26 @@ def runs(tmp_path_factory):
     else:
       experiment.run(cfg, data=data, model=model, show_progress=False)
     outs[name] = out
+  # the finished single run, run again: read back from its checkpoint, not trained
+  again = dataclasses.replace(CFG, rounds=9, output_dir=str(outs['single']))
+  outs['rerun'] = experiment.run(again, data=data, model=model, show_progress=False)
   outs['initial'] = experiment.build_algorithm(CFG, model, data).process.initialize
   return outs
+
+
+@pytest.mark.parametrize('name', ['single', 'multi'])
+def test_train_seconds_count_every_round_once(runs, name):
+  """results.json's train_seconds is metrics.csv's round_seconds summed: a resumed
+  run (multi) counts both sessions, a finished run run again keeps its time."""
+  with open(runs[name] / 'results.json') as f:
+    summary = json.load(f)['summary']
+  rows = _rows(runs[name] / 'metrics.csv')
+  assert len(rows) == 9
+  total = sum(float(r['round_seconds']) for r in rows)
+  assert total > 0
+  np.testing.assert_allclose(summary['train_seconds'], total, rtol=1e-9)
+  if name == 'single':
+    np.testing.assert_allclose(runs['rerun'].train_seconds, total, rtol=1e-9)
 
 
 def _state(runs, name, round_num):

@@ -31,6 +31,26 @@ def test_sampler_gives_the_seeded_clients_and_their_data():
   assert RoundSampler('full', data.train[:2], 3, 7).num_clients == 2
 
 
+def test_sampler_builds_each_round_once(monkeypatch):
+  """ChunkedRounds samples the rounds of a call ahead; the loop then asks for the
+  same rounds: their data is built once, and matches a fresh sampler's."""
+  data = helpers.digits_protocol()
+  built = []
+  real = client_data.round_data
+  monkeypatch.setattr(client_data, 'round_data',
+                      lambda kind, clients, seed, r, **kw: built.append(r) or real(
+                          kind, clients, seed, r, **kw))
+  sampler = RoundSampler('full', data.train, clients_per_round=3, seed=7)
+  ahead = [sampler.sample(r) for r in (3, 4, 5)]      # a call of 3 rounds, read ahead
+  again = [sampler.sample(r) for r in (3, 4, 5)]      # the loop, round by round
+  assert built == [3, 4, 5]
+  assert all(a is b for a, b in zip(ahead, again))
+  sampler.done(4)
+  assert sorted(sampler._built) == [5]   # pylint: disable=protected-access
+  fresh = RoundSampler('full', data.train, clients_per_round=3, seed=7).sample(4)
+  assert [c.client_id for c in fresh.clients] == [c.client_id for c in again[1].clients]
+
+
 def test_evaluation_in_chunks_scores_every_client_as_one_call_does(tff_worker, monkeypatch):
   """`evaluate` sends EVAL_CLIENTS_PER_CALL clients per call (worker memory); the
   per-client scores must be those of one call over all clients."""

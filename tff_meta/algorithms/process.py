@@ -42,14 +42,10 @@ import tensorflow_federated as tff
 
 from tff_meta.algorithms import aggregation
 from tff_meta.algorithms.federated_process import FederatedProcess, RoundPieces
+from tff_meta.learning.finite import all_finite
 
 WEIGHTINGS = ('uniform', 'num_examples')
 METRIC_NAMES = ('loss_sum', 'correct', 'num_examples')
-
-
-def _all_finite(structure) -> tf.Tensor:
-  flags = [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]
-  return tf.reduce_all(tf.stack(flags))
 
 
 def client_update_fn(client_fn: Callable, weighting: str, params, data, *,
@@ -69,7 +65,7 @@ def contribution(weighting: str, update, num_examples, metrics, *, premultiply: 
   """
   weight = (tf.cast(num_examples, tf.float32) if weighting == 'num_examples'
             else tf.constant(1.0))
-  finite = tf.logical_and(_all_finite(update), _all_finite(metrics))
+  finite = tf.logical_and(all_finite(update), all_finite(metrics))
   finite = tf.logical_and(finite, num_examples > 0)
   keep = tf.cast(finite, tf.float32)
   weight = weight * keep

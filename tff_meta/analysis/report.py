@@ -28,10 +28,6 @@ from tff_meta.program.files import write_text
 from tff_meta.run_folder import (CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders,
                                  load_run)
 
-# A run folder or flag that cannot be used (programs.report prints it as one error line).
-ReportError = RunFolderError
-
-
 def _cost_cells(row: Dict[str, Any]) -> List[str]:
   """Rounds, MB and GFLOPs to the target: value (mean ± std over the runs that reached it)."""
   if row.get('target') is None:
@@ -99,7 +95,7 @@ def build_report(roots: Sequence[str], output_dir: str,
   targets_flag = parse_targets(target_accuracy)
   folders, unfinished = find_run_folders(roots)
   if not folders:
-    raise ReportError(f'no run folders (a folder holding {RESULTS_FILE} and {CONFIG_FILE}) '
+    raise RunFolderError(f'no run folders (a folder holding {RESULTS_FILE} and {CONFIG_FILE}) '
                       f'under {", ".join(roots)}'
                       + (f'; unfinished (no {RESULTS_FILE}): {", ".join(unfinished)}'
                          if unfinished else ''))

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from tff_meta.fewround import prototypes as proto_lib
 from tff_meta.learning import adaptation
+from tff_meta.learning.finite import all_finite
 from tff_meta.registry import Registry
 
 
@@ -44,11 +45,6 @@ class MetaUpdate(NamedTuple):
 
 
 META_UPDATES: Registry = Registry('meta-update')
-
-
-def all_finite(structure) -> tf.Tensor:
-  return tf.reduce_all(tf.stack(
-      [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]))
 
 
 def meta_lr(hp, episode: tf.Tensor) -> tf.Tensor:

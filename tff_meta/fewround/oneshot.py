@@ -63,6 +63,7 @@ import tensorflow_federated as tff
 
 from tff_meta.fewround import process as process_lib
 from tff_meta.fewround.model import FewRoundModel
+from tff_meta.learning.finite import all_finite
 
 
 def _halves(y: np.ndarray):
@@ -127,7 +128,7 @@ def build_cv_score(model: FewRoundModel, hp: process_lib.FewRoundHparams,
     correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), held_out.y),
                       tf.float32)
     score = tf.reduce_sum(correct) / tf.maximum(tf.cast(tf.size(held_out.y), tf.float32), 1.0)
-    return tf.where(process_lib.all_finite(theta), score, -1.0)   # a diverged client is last
+    return tf.where(all_finite(theta), score, -1.0)   # a diverged client is last
 
   @tff.federated_computation(tff.FederatedType(round_type, tff.SERVER),
                              tff.FederatedType(data_type, tff.CLIENTS))

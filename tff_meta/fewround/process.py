@@ -57,6 +57,7 @@ from tff_meta.fewround import prototypes as proto_lib
 from tff_meta.fewround.model import ClientBatch, FewRoundModel
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.learning import adaptation
+from tff_meta.learning.finite import all_finite
 
 
 @dataclasses.dataclass
@@ -86,9 +87,6 @@ def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
 def client_batch(model: FewRoundModel, data, part: str) -> ClientBatch:
   mask = tf.sequence_mask(data['num_ways'], model.ways, dtype=tf.float32)
   return ClientBatch(data[f'{part}_x'], data[f'{part}_y'], mask)
-
-
-all_finite = meta_lib.all_finite
 
 
 def local_update(model: FewRoundModel, hp: FewRoundHparams, theta, batch: ClientBatch,
@@ -122,7 +120,7 @@ def round_client_fn(model: FewRoundModel, hp: FewRoundHparams, server, data):
                                      gamma)
   new_theta = local_update(model, hp, theta, batch, server['protos'], server['mask'], gamma)
   n = tf.cast(tf.size(batch.y), tf.float32)
-  ok = tf.logical_and(meta_lib.all_finite(new_theta), tf.math.is_finite(loss))
+  ok = tf.logical_and(all_finite(new_theta), tf.math.is_finite(loss))
   weight = tf.where(ok, n, 0.0)                                        # lambda_k ~ |S_k|
   class_weight = weight * tf.cast(counts > 0, tf.float32)              # [ways]
   return collections.OrderedDict(

@@ -18,7 +18,7 @@ from tff_meta.models import MODELS, ModelSpec, build_model_spec
 from tff_meta import run_folder
 from tff_meta.program import config as config_lib
 from tff_meta.program import privacy
-from tff_meta.program import checkpoints, files, training_loop
+from tff_meta.program import checkpoints, files, logs, training_loop
 from tff_meta.runtime.pool import WorkerPool
 
 
@@ -71,7 +71,7 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
     return entry(model, hparams)
   # Issue #18: DP / secure aggregation of the update (tff_meta/program/privacy.py).
   if privacy.dp_enabled(cfg) and not hparams.weighting:
-    training_loop.note('differential privacy: each round\'s updates are averaged uniformly '
+    logs.note('differential privacy: each round\'s updates are averaged uniformly '
                        '(weighting = "uniform"; an example-weighted mean is not DP).')
     hparams = dataclasses.replace(hparams, weighting='uniform')
   clients = min(cfg.clients_per_round, len(data.train)) if data is not None else \
@@ -81,7 +81,7 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
   except (aggregation.NotApplicableError, privacy.PrivacyConfigError) as e:
     raise config_lib.ConfigError(str(e)) from None
   if alg.stateful:
-    training_loop.note(f'{alg.display_name}: DP / secure aggregation cover the update it sends; '
+    logs.note(f'{alg.display_name}: DP / secure aggregation cover the update it sends; '
                        'its per-client state never leaves the client.')
   return alg
 

@@ -54,7 +54,8 @@ from tff_meta.program.logs import note
 from tff_meta.program.privacy import Budget
 from tff_meta.program.runner_choice import choose_runner
 from tff_meta.run_folder import (CHECKPOINTS_DIR, CLIENT_STATES_DIR, EVAL_FILE, METRICS_FILE,
-                                 RESULTS_FILE, TENSORBOARD_DIR, TENSORBOARD_EVAL_DIR)
+                                 RESULTS_FILE, TENSORBOARD_DIR, TENSORBOARD_EVAL_DIR,
+                                 read_history, read_total)
 from tff_meta.runtime.pool import WorkerPool
 from tff_meta.runtime.rounds import RoundResult, RoundRunner
 
@@ -189,25 +190,38 @@ class SampledRound(NamedTuple):
   batch: List   # the clients' round data, as the process takes it
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class RoundSampler:
   """The loop's one client sampling: a round's clients and their data.
 
   Seeded by (seed, round) (`client_data`), so a resumed run, and the later
   rounds `ChunkedRounds` samples ahead, get exactly the clients and data of
-  an uninterrupted run of single rounds.
+  an uninterrupted run of single rounds. A round is built once: the rounds
+  sampled ahead are kept until the loop asks for them (`sample` forgets the
+  rounds the loop has finished, `done`).
   """
   kind: str                          # Algorithm.train_data
   clients: Sequence[ClientSplit]     # the training clients
   clients_per_round: int
   seed: int
   resample: bool = False             # resample_support
+  _built: Dict[int, SampledRound] = dataclasses.field(default_factory=dict, repr=False)
 
   @property
   def num_clients(self) -> int:
     return min(self.clients_per_round, len(self.clients))
 
   def sample(self, round_num: int) -> SampledRound:
+    if round_num not in self._built:
+      self._built[round_num] = self._build(round_num)
+    return self._built[round_num]
+
+  def done(self, round_num: int) -> None:
+    """Forgets the rounds up to `round_num`, which the loop has run."""
+    for old in [r for r in self._built if r <= round_num]:
+      del self._built[old]
+
+  def _build(self, round_num: int) -> SampledRound:
     idx = client_data.sample_clients(len(self.clients), self.clients_per_round, self.seed,
                                      round_num)
     clients = [self.clients[i] for i in idx]
@@ -363,13 +377,13 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                            round_batch=lambda r: sampler.sample(r).batch,
                            needs_state=schedule.needs_state)
     bar = _progress(rounds, start, alg.display_name, show_progress)
-    train_seconds, last_eval, divergence = 0.0, float('nan'), Divergence(alg, output_dir)
+    last_eval, divergence = float('nan'), Divergence(alg, output_dir)
     with runner:
       for round_num in range(start + 1, rounds + 1):
         sampled = sampler.sample(round_num)
         t0 = time.perf_counter()
         state, metrics, _ = _train(runner, pool, store, state, round_num, sampled)
-        train_seconds += time.perf_counter() - t0
+        sampler.done(round_num)
         divergence.check(metrics, round_num, len(sampled.clients))
         row = _train_row(alg, metrics, sampled.batch, per_round, t0)
         await train_release.release(row, key=round_num)
@@ -387,8 +401,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   if final is None:   # a finished run read back from its checkpoint
     with tff.framework.get_context_stack().install(pool.context):
       _, final = evaluation.row(state, rounds)
-  return _result(alg, rounds, final, per_round, train_seconds if rounds > start else 0.0,
-                 output_dir, final_eval_rounds, privacy)
+  return _result(alg, rounds, final, per_round, output_dir, final_eval_rounds, privacy)
 
 
 def _show_progress(bar, row, last_eval: float, privacy: Optional[Budget], round_num: int) -> None:
@@ -402,8 +415,10 @@ def _show_progress(bar, row, last_eval: float, privacy: Optional[Budget], round_
 
 
 def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_round: dict,
-            train_seconds: float, output_dir: str, final_eval_rounds: int,
-            privacy: Optional[Budget]) -> RunResult:
+            output_dir: str, final_eval_rounds: int, privacy: Optional[Budget]) -> RunResult:
+  """The run's result from its files: train_seconds and client_flops are sums over
+  metrics.csv, so a resumed or re-read run counts every round of every session once."""
+  metrics = os.path.join(output_dir, METRICS_FILE)
   history = read_history(os.path.join(output_dir, EVAL_FILE))
   last = [h[f'{PRIMARY}_accuracy'] for h in history
           if h.get('round', -1) > rounds - final_eval_rounds and f'{PRIMARY}_accuracy' in h]
@@ -411,8 +426,8 @@ def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_ro
       algorithm=alg.name, display_name=alg.display_name, rounds=rounds, test=final,
       history=history, bytes_down=per_round['bytes_down'] * rounds,
       bytes_up=per_round['bytes_up'] * rounds,
-      train_seconds=train_seconds, output_dir=output_dir,
-      client_flops=read_total(os.path.join(output_dir, METRICS_FILE), 'client_flops'),
+      train_seconds=read_total(metrics, 'round_seconds'), output_dir=output_dir,
+      client_flops=read_total(metrics, 'client_flops'),
       final_rounds_accuracy=float(np.mean(last)) if final_eval_rounds > 1 and last else float('nan'),
       epsilon=privacy.epsilon(rounds) if privacy is not None else None,
       delta=privacy.delta if privacy is not None else None)
@@ -450,23 +465,6 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
       result = asyncio.run(_run(alg, data, pool=own, **kwargs))
   write_result(result)
   return result
-
-
-def read_history(path: str) -> List[Dict[str, float]]:
-  """The evaluation rows of a run (all sessions of it, after a resume)."""
-  import csv  # pylint: disable=g-import-not-at-top
-  with open(path, newline='') as f:
-    return [{k: float(v) for k, v in row.items() if v not in ('', None)} for row in csv.DictReader(f)]
-
-
-def read_total(path: str, column: str) -> float:
-  """Sum of a metrics.csv column over all rounds (all sessions of a resumed run)."""
-  import csv  # pylint: disable=g-import-not-at-top
-  if not os.path.exists(path):
-    return float('nan')
-  with open(path, newline='') as f:
-    return float(sum(float(row[column]) for row in csv.DictReader(f)
-                     if row.get(column) not in ('', None)))
 
 
 def write_result(result: RunResult) -> None:
