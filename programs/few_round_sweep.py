@@ -23,12 +23,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app, flags  # noqa: E402
 
+from tff_meta import config_file  # noqa: E402
+from tff_meta.config_file import ConfigError  # noqa: E402
 from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
 from tff_meta.fewround import experiment  # noqa: E402
 from tff_meta.fewround import tasks  # noqa: E402
 from tff_meta.program import errors, executor, files, logs  # noqa: E402
-from tff_meta.program.config import ConfigError  # noqa: E402
 
 config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -47,6 +48,8 @@ def parse_grid(items):
     key = key.strip()
     if not sep or not values.strip():
       raise ConfigError(f'--grid {item!r}: write KEY=V1,V2,... (e.g. inner_lr=0.01,0.1).')
+    if key in config_lib.FewRoundConfig.RENAMED:
+      raise config_file.renamed_error(key, config_lib.FewRoundConfig.RENAMED[key], '--grid')
     if key not in fields or key in ('data', 'model_options', 'methods', 'output_dir',
                                     'eval_part'):
       raise ConfigError(f'--grid key {key!r} is not a sweepable config key.')

@@ -42,7 +42,7 @@ cell() {   # cell <folder> <flags...>: runs unless finished; resumes otherwise
 
 for seed in $SEEDS; do
   cell "$OUT/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml --seed="$seed" \
-    --meta_lr_decay_episode=$((EPISODES * 5 / 8))
+    --server_lr_decay_episode=$((EPISODES * 5 / 8))
   cell "$OUT/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml --seed="$seed" \
     --methods=finetune_fedavg,fedavg
 done
@@ -50,4 +50,4 @@ done
 first=${SEEDS%% *}
 cell "$OUT/frl_client_adam/seed$first" --config=configs/fewround/femnist62_5way_iid_frl.toml \
   --seed="$first" --meta_update=client_adam --methods=frl_distance_gpal \
-  --meta_lr_decay_episode=$((EPISODES * 5 / 8))
+  --server_lr_decay_episode=$((EPISODES * 5 / 8))

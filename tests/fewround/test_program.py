@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES, REPO
+from tff_meta.config_file import ConfigError
 from tff_meta.fewround import baselines
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import tasks
-from tff_meta.program.config import ConfigError
 from tff_meta.registry import UnknownNameError
 
 CONFIG = 'configs/fewround/femnist62_5way_iid.toml'
@@ -88,6 +88,16 @@ def test_sweep_rejects_a_bad_grid(tmp_path):
       timeout=300)
   assert proc.returncode != 0 and "'learning_rate' is not a sweepable" in proc.stderr
   assert 'Traceback' not in proc.stderr
+
+
+def test_old_beta_names_are_errors_that_name_the_new_ones(tmp_path):
+  # beta is server_lr, as in the training configs (old flags: tests/programs/test_user_errors.py).
+  old = tmp_path / 'old.toml'
+  old.write_text('meta_lr_decay_episode = 100\n')
+  with pytest.raises(ConfigError, match=f'^{old}: meta_lr_decay_episode was renamed '
+                     'server_lr_decay_episode; write server_lr_decay_episode instead'):
+    config_lib.load(str(old))
+  assert config_lib.load(None, {'server_lr': '0.001'}).hparams().meta_lr == 0.001
 
 
 def test_fine_tuning_baselines_share_one_pre_training(tmp_path):

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import tensorflow_federated as tff
 
+from tff_meta import config_file
 from tff_meta.algorithms import Hparams, aggregation
 from tff_meta.program import accounting, privacy
 from tff_meta.program import config as config_lib
@@ -47,8 +48,8 @@ def test_flags_reach_the_keys(tmp_path):
       ('0.5', 1.0, True, 1e-6)
   for key in ('dp_noise_multiplier', 'dp_clip', 'dp_clip_quantile', 'dp_delta',
               'secure_aggregation'):
-    assert key in config_lib.TOP_LEVEL and config_lib.HELP[key]
-  assert 'dp_clip = "0.5"' in config_lib.to_toml(cfg)
+    assert key in config_lib.TOP_LEVEL and config_lib.flag_help(key)
+  assert 'dp_clip = "0.5"' in config_file.to_toml(cfg)
 
 
 def test_aggregator_choice():

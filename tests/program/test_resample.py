@@ -36,7 +36,7 @@ def _rows(path):
 def test_the_key_is_a_typed_flag_off_by_default():
   assert config_lib.ExperimentConfig().resample_support is False
   assert config_lib.apply_overrides(CFG, {'resample_support': 'false'}).resample_support is False
-  assert 'resample_support' in config_lib.HELP
+  assert 'afresh every round' in config_lib.flag_help('resample_support')
   with pytest.raises(config_lib.ConfigError, match='--resample_support: expected a bool'):
     config_lib.apply_overrides(CFG, {'resample_support': 'sometimes'})
 

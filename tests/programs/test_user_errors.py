@@ -452,7 +452,9 @@ def test_reproduce_damaged_paper_table(runner, tmp_path):
      '/nonexistent/ml'),
     (['--config=configs/recommend/movielens_p80.toml', '--model=mlp'], 'model must be one of'),
     (['--config=configs/recommend/movielens_p80.toml', '--validation_fraction=1'],
-     'validation_fraction must be in [0, 1)')])
+     'validation_fraction must be in [0, 1)'),
+    (['--config=configs/recommend/movielens_p80.toml', '--meta_optimizer=sgd'],
+     '--meta_optimizer was renamed --server_optimizer')])
 def test_recommend_bad_inputs(runner, tmp_path, args, expect):
   assert_clean_error(runner.run('programs.recommend', *args, f'--output_dir={tmp_path}/o'), expect)
 
@@ -470,7 +472,8 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
 @pytest.mark.parametrize('args, expect', [
     (['--methods=nope'], 'nope'), (['--config=/nonexistent.toml'], 'does not exist'),
     ([f'--data_path=/nonexistent/leaf'], '/nonexistent/leaf'), (['--test_rounds=0'], 'test_rounds'),
-    (['--n_way=abc'], 'n_way')])
+    (['--n_way=abc'], 'n_way'),
+    (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001')])
 def test_few_round_bad_inputs(runner, tmp_path, args, expect):
   proc = runner.run('programs.few_round', f'--config={FEW}', *args, f'--output_dir={tmp_path}/o')
   assert_clean_error(proc, expect)
@@ -478,7 +481,8 @@ def test_few_round_bad_inputs(runner, tmp_path, args, expect):
 
 @pytest.mark.parametrize('args, expect', [
     ([], 'at least one --grid'), (['--grid=inner_lr'], 'KEY=V1,V2'),
-    (['--grid=methods=a,b'], 'not a sweepable'), (['--grid=inner_lr=x,y'], 'inner_lr')])
+    (['--grid=methods=a,b'], 'not a sweepable'), (['--grid=inner_lr=x,y'], 'inner_lr'),
+    (['--grid=meta_lr=0.1,0.01'], '--grid: meta_lr was renamed server_lr')])
 def test_few_round_sweep_bad_grid(runner, tmp_path, args, expect):
   proc = runner.run('programs.few_round_sweep', f'--config={FEW}', *args,
                     f'--output_dir={tmp_path}/o')

@@ -66,7 +66,10 @@ def test_bad_config_is_named():
   with pytest.raises(Exception, match="Unknown service method 'maml'"):
     experiment.validate(config.from_dict({'task': 'service', 'methods': 'maml'}))
   assert config.from_dict({'sort_log': 'false'}).sort_log is False
-  with pytest.raises(config.ConfigError, match="sort_log: expected true or false, got 'maybe'"):
+  with pytest.raises(config.ConfigError,
+                     match=r"sort_log: expected a bool \(true or false\), got 'maybe'"):
     config.from_dict({'sort_log': 'maybe'})
+  with pytest.raises(config.ConfigError, match='meta_optimizer was renamed server_optimizer'):
+    config.from_dict({'meta_optimizer': 'sgd'})
   with pytest.raises(config.ConfigError, match='self_steps'):
     config.from_dict({'self_steps': '100,x'}).validate()

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tests.recommendation import ml100k_files
+from tff_meta.config_file import ConfigError
 from tff_meta.data.movielens import SPLITS, load_movielens
-from tff_meta.program.config import ConfigError
 from tff_meta.recommendation import config, movielens_task, tasks
 from tff_meta.registry import UnknownNameError
 

@@ -3,51 +3,80 @@
 Top-level keys are the `FewRoundConfig` fields; `[data]` holds the options of
 the class-split source (`tasks.CLASS_SPLIT_SOURCES`, e.g. `cache_dir`,
 `data_dir`, `path`), `[model_options]` the backbone's options (e.g.
-`pool_padding`, `norm`). Flags are generated from the fields, with help from
-`HELP`, so flags and configs cannot drift.
+`pool_padding`, `norm`). Flags are generated from the fields and their help
+(`tff_meta.config_file`), so flags and configs cannot drift. beta is
+`server_lr`, as in the training configs; the old names (`RENAMED`) are errors
+that name the new ones.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, ClassVar, Dict, Optional, Tuple
 
+from tff_meta import config_file
+from tff_meta.config_file import ConfigError, option, table
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.fewround.process import FewRoundHparams
-from tff_meta.program.config import ConfigError, coerce_dataclass, coerce_value, load_toml
 
 
 @dataclasses.dataclass
 class FewRoundConfig:
-  name: str = 'few_round'
-  dataset: str = 'emnist'
-  class_split: Tuple[float, ...] = (64, 16, 20)
-  backbone: str = 'conv4'
-  n_way: Tuple[int, ...] = (5,)
-  examples_per_class: int = 120
-  num_clients: int = 10
-  iid: bool = True
-  rounds: int = 3
-  test_rounds: Tuple[int, ...] = (3,)
-  episodes: int = 8000
-  test_episodes: int = 100
-  eval_part: str = 'test'
-  local_steps: int = 1
-  inner_lr: float = 0.1
-  head_lr: float = 0.0
-  zero_head: bool = False
-  gamma: float = 0.1
-  meta_lr: float = 0.01
-  meta_lr_decay_episode: int = 5000
-  meta_update: str = 'client_adam'
-  checkpoint_every: int = 50
-  methods: Tuple[str, ...] = ('frl_distance_gpal', 'frl_distance', 'frl_linear', 'fedavg',
-                              'finetune_fedavg', 'finetune_oneshot')
-  seed: int = 0
-  output_dir: str = ''
-  data: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  model_options: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  """One few-round experiment (Park et al. 2021); each field's help is its flag's."""
+  # beta has the main program's name (server_lr); configs and flags with the old names fail.
+  RENAMED: ClassVar[Dict[str, str]] = {'meta_lr': 'server_lr',
+                                       'meta_lr_decay_episode': 'server_lr_decay_episode'}
+
+  name: str = option('few_round', 'Run name; the default output folder is runs/<name>.')
+  dataset: str = option('emnist', 'Class-split source: emnist (FEMNIST-62), cifar100, '
+                        'mini_imagenet, tiered_imagenet.')
+  class_split: Tuple[float, ...] = option(
+      (64, 16, 20), 'Meta-train/validation/test classes, as counts or proportions '
+      '(e.g. 64,16,20).', item=float)
+  backbone: str = option('conv4', 'Registered backbone model (conv4).')
+  n_way: Tuple[int, ...] = option(
+      (5,), 'N-way tasks: N (5), or low,high for N uniform in [low, high] (3,7).', item=int)
+  examples_per_class: int = option(120, 'Images sampled per class per episode (paper: 120).')
+  num_clients: int = option(10, 'K clients per episode (paper: 10; Appendix F: 50).')
+  iid: bool = option(True, 'IID episodes (each class split equally) or non-IID (20 shards, '
+                     '2 per client).')
+  rounds: int = option(3, 'R: communication rounds per meta-training episode (an episode is '
+                       '1 + R rounds).')
+  test_rounds: Tuple[int, ...] = option(
+      (3,), 'Rounds of FL at deployment, e.g. 3, or 1,2,3 for the mismatch tables.', item=int)
+  episodes: int = option(8000, 'Meta-training episodes T; baselines pre-train for T * (R + 1) '
+                         'rounds.')
+  test_episodes: int = option(100, 'Test episodes averaged (mean and 95% CI).')
+  eval_part: str = option('test', 'Classes the deployment is scored on: test, or validation '
+                          'for choosing hparams.')
+  local_steps: int = option(1, 'E: local SGD steps per round on the support set.')
+  inner_lr: float = option(0.1, 'alpha: local SGD learning rate.')
+  head_lr: float = option(0.0, 'Local SGD rate of the linear head (frl_linear, fedavg, '
+                          'finetune_*); 0: inner_lr.')
+  zero_head: bool = option(False, 'Start the linear head at zero in every episode and test run '
+                           '(frl_linear, fedavg, finetune_*).')
+  gamma: float = option(0.1, 'GPAL weight (Eq. 4) of the frl_distance_gpal method.')
+  server_lr: float = option(0.01, 'beta: Adam learning rate of the meta-update (was meta_lr).')
+  server_lr_decay_episode: int = option(
+      5000, 'Divide beta by 10 from this episode on (0: never; was meta_lr_decay_episode).')
+  meta_update: str = option(
+      'client_adam', 'FRL meta-update (Alg. 1 lines 24-26): client_adam = one Adam step per '
+      'client from a shared state, models and Adam slots averaged; server_adam = one server '
+      'Adam step on the mean first-order meta-gradient.')
+  checkpoint_every: int = option(
+      50, 'Checkpoint meta-training / pre-training every this many episodes / rounds (a '
+      'stopped run resumes from the last one).')
+  methods: Tuple[str, ...] = option(
+      ('frl_distance_gpal', 'frl_distance', 'frl_linear', 'fedavg', 'finetune_fedavg',
+       'finetune_oneshot'), 'Methods to train and test (see fewround.baselines.METHODS).',
+      item=str)
+  seed: int = option(0, 'Seeds the class split, the episodes and the initial weights.')
+  output_dir: str = option('', 'Output folder (default runs/<name>).')
+  data: Dict[str, Any] = table('Options of the class-split source, e.g. cache_dir, data_dir, '
+                               'path (--data_path sets it).')
+  model_options: Dict[str, Any] = table('Options of the backbone, e.g. norm, groups, '
+                                        'pool_padding.')
 
   @property
   def ways(self) -> int:
@@ -62,7 +91,8 @@ class FewRoundConfig:
     hp = FewRoundHparams(rounds=self.rounds, local_steps=self.local_steps,
                          inner_lr=self.inner_lr, head_lr=self.head_lr, zero_head=self.zero_head,
                          gamma=self.gamma,
-                         meta_lr=self.meta_lr, meta_lr_decay_episode=self.meta_lr_decay_episode,
+                         meta_lr=self.server_lr,
+                         meta_lr_decay_episode=self.server_lr_decay_episode,
                          meta_update=self.meta_update)
     return dataclasses.replace(hp, **overrides)
 
@@ -81,7 +111,7 @@ class FewRoundConfig:
     if self.rounds < 1 or not self.test_rounds or min(self.test_rounds) < 1:
       raise ConfigError(f'rounds and test_rounds must be >= 1, got rounds={self.rounds}, '
                         f'test_rounds={list(self.test_rounds)}.')
-    for key in ('inner_lr', 'meta_lr'):
+    for key in ('inner_lr', 'server_lr'):
       if not getattr(self, key) > 0:
         raise ConfigError(f'{key} must be > 0, got {getattr(self, key)}.')
     if self.eval_part not in ('test', 'validation'):
@@ -96,72 +126,15 @@ class FewRoundConfig:
     return self
 
 
-HELP = {
-    'name': 'Run name; the default output folder is runs/<name>.',
-    'dataset': 'Class-split source: emnist (FEMNIST-62), cifar100, mini_imagenet, tiered_imagenet.',
-    'class_split': 'Meta-train/validation/test classes, as counts or proportions (e.g. 64,16,20).',
-    'backbone': 'Registered backbone model (conv4).',
-    'n_way': 'N-way tasks: N (5), or low,high for N uniform in [low, high] (3,7).',
-    'examples_per_class': 'Images sampled per class per episode (paper: 120).',
-    'num_clients': 'K clients per episode (paper: 10; Appendix F: 50).',
-    'iid': 'IID episodes (each class split equally) or non-IID (20 shards, 2 per client).',
-    'rounds': 'R: communication rounds per meta-training episode (an episode is 1 + R rounds).',
-    'test_rounds': 'Rounds of FL at deployment, e.g. 3, or 1,2,3 for the mismatch tables.',
-    'episodes': 'Meta-training episodes T; baselines pre-train for T * (R + 1) rounds.',
-    'test_episodes': 'Test episodes averaged (mean and 95% CI).',
-    'eval_part': 'Classes the deployment is scored on: test, or validation for choosing hparams.',
-    'local_steps': 'E: local SGD steps per round on the support set.',
-    'inner_lr': 'alpha: local SGD learning rate.',
-    'head_lr': 'Local SGD rate of the linear head (frl_linear, fedavg, finetune_*); 0: inner_lr.',
-    'zero_head': 'Start the linear head at zero in every episode and test run (frl_linear, '
-                 'fedavg, finetune_*).',
-    'gamma': 'GPAL weight (Eq. 4) of the frl_distance_gpal method.',
-    'meta_lr': 'beta: Adam learning rate of the meta-update.',
-    'meta_lr_decay_episode': 'Divide beta by 10 from this episode on (0: never).',
-    'meta_update': 'FRL meta-update (Alg. 1 lines 24-26): client_adam = one Adam step per '
-                   'client from a shared state, models and Adam slots averaged; server_adam = '
-                   'one server Adam step on the mean first-order meta-gradient.',
-    'checkpoint_every': 'Checkpoint meta-training / pre-training every this many episodes / '
-                        'rounds (a stopped run resumes from the last one).',
-    'methods': 'Methods to train and test (see fewround.baselines.METHODS).',
-    'seed': 'Seeds the class split, the episodes and the initial weights.',
-    'output_dir': 'Output folder (default runs/<name>).',
-}
-
-_TUPLE_TYPES = {'class_split': float, 'n_way': int, 'test_rounds': int, 'methods': str}
-
-
-def _coerce(field: dataclasses.Field, value, where: str, element_type: type):
-  """`program.config.coerce_value`, plus [tables] as dicts and a scalar for a 1-tuple."""
-  default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-  if isinstance(default, dict):
-    if not isinstance(value, dict):
-      raise ConfigError(f'{where}: expected a [{field.name}] table, got {value!r}.')
-    return dict(value)
-  if isinstance(default, tuple):
-    if isinstance(value, str):
-      value = [v.strip() for v in value.split(',') if v.strip()]
-    elif not isinstance(value, (list, tuple)):
-      value = [value]
-  return coerce_value(field, value, where, element_type)
-
-
 def load(path: Optional[str], overrides: Optional[Dict[str, Any]] = None) -> FewRoundConfig:
   """Reads a TOML config (None = defaults) and applies flag overrides."""
-  raw: Dict[str, Any] = load_toml(path, see='configs/fewround/') if path else {}
-  raw.update(overrides or {})
-  return coerce_dataclass(FewRoundConfig, raw, _TUPLE_TYPES, source=path or '<flags>',
-                          coerce=_coerce)
+  return config_file.load(FewRoundConfig, path, overrides, see='configs/fewround/')
 
 
 def define_flags(flags) -> None:
   flags.DEFINE_string('config', None, 'TOML config file (configs/fewround/*.toml).')
-  for field in dataclasses.fields(FewRoundConfig):
-    if field.name in ('data', 'model_options'):
-      continue
-    define = {'int': flags.DEFINE_integer, 'float': flags.DEFINE_float,
-              'bool': flags.DEFINE_bool}.get(field.type, flags.DEFINE_string)
-    define(field.name, None, HELP[field.name])
+  config_file.define_flags(flags, config_file.scalar_fields(FewRoundConfig),
+                           renamed=FewRoundConfig.RENAMED)
   flags.DEFINE_string('data_path', None, 'The data folder: sets the [data] folder option of '
                       'the dataset (cache_dir for emnist, data_dir for cifar100, path for '
                       'mini_imagenet / tiered_imagenet).')
@@ -175,11 +148,5 @@ def with_data_path(cfg: FewRoundConfig, data_path: Optional[str], key: str) -> F
 
 
 def overrides_from_flags(flags_values) -> Dict[str, Any]:
-  out = {}
-  for field in dataclasses.fields(FewRoundConfig):
-    if field.name in ('data', 'model_options'):
-      continue
-    value = getattr(flags_values, field.name)
-    if value is not None:
-      out[field.name] = value
-  return out
+  names = [f.name for f in config_file.scalar_fields(FewRoundConfig)]
+  return config_file.overrides_from_flags(flags_values, names, renamed=FewRoundConfig.RENAMED)

@@ -6,14 +6,15 @@ TOML and one row per method), results.md (the table), written after every
 method so a stopped run keeps what it finished.
 """
 
-import json
 import os
 import time
 import tomllib
 
 import tensorflow_federated as tff
 
+from tff_meta import config_file
 from tff_meta.fewround import baselines, deploy, process, tasks
+from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.program import checkpoints, files
 
 
@@ -28,18 +29,6 @@ def table(cfg, rows) -> str:
   return '\n'.join(lines)
 
 
-def to_toml(cfg) -> str:
-  out = []
-  for key, value in cfg.__dict__.items():
-    if isinstance(value, dict):
-      continue
-    out.append(f'{key} = {json.dumps(list(value) if isinstance(value, tuple) else value)}')
-  for table in ('data', 'model_options'):
-    out.append(f'\n[{table}]')
-    out += [f'{k} = {json.dumps(v)}' for k, v in getattr(cfg, table).items()]
-  return '\n'.join(out) + '\n'
-
-
 # Config keys a resumed run may change: they do not enter the checkpointed state
 # (meta-training and pre-training sample episode i from (seed, stream, i)).
 # More `episodes` extends a run; [data] may name another copy of the same data.
@@ -52,17 +41,19 @@ def prepare_output(cfg, out: str) -> None:
 
   Each preparing stage keeps its checkpoints in <out>/<stage>/checkpoints
   (`baselines.Context.run_dir`); the config they were written with is
-  <out>/config.toml.
+  <out>/config.toml. A config.toml that has a key's old name
+  (`FewRoundConfig.RENAMED`, e.g. meta_lr) holds the same setting.
   """
-  current = tomllib.loads(to_toml(cfg))
+  current = tomllib.loads(config_file.to_toml(cfg))
   keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
   if os.path.isdir(out):
     for stage in sorted(os.listdir(out)):
       if os.path.isdir(os.path.join(out, stage, 'checkpoints')):
         checkpoints.check_same_run(os.path.join(out, stage), keys, current,
-                                   config_file=os.path.join(os.pardir, 'config.toml'))
+                                   config_file=os.path.join(os.pardir, 'config.toml'),
+                                   renamed=FewRoundConfig.RENAMED)
   os.makedirs(out, exist_ok=True)
-  files.write_text(os.path.join(out, 'config.toml'), to_toml(cfg))
+  files.write_text(os.path.join(out, 'config.toml'), config_file.to_toml(cfg))
 
 
 def load_data(cfg):
@@ -74,8 +65,8 @@ def load_data(cfg):
 
 def write(cfg, out, rows) -> str:
   text = table(cfg, rows)
-  files.write_json(os.path.join(out, 'results.json'), {'config': to_toml(cfg), 'results': rows},
-                   indent=1)
+  files.write_json(os.path.join(out, 'results.json'),
+                   {'config': config_file.to_toml(cfg), 'results': rows}, indent=1)
   files.write_text(os.path.join(out, 'results.md'), text + '\n')
   return text
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 import os
 import tomllib
-from typing import Any, Sequence, Tuple
+from typing import Any, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -91,13 +91,15 @@ async def load_latest(manager: tff.program.FileProgramStateManager, root: str, i
 
 
 def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
-                   config_file: str = CONFIG_FILE) -> None:
+                   config_file: str = CONFIG_FILE,
+                   renamed: Optional[Mapping[str, str]] = None) -> None:
   """Refuses to resume a checkpoint that another configuration wrote.
 
   When `output_dir` has checkpoints and the config it saved differs from
   `current` in one of `keys` (e.g. algorithm, dataset, model), resuming would
   mix two runs (or load a same-shaped state of another algorithm). Checked
-  before anything is written.
+  before anything is written. `renamed` maps a key's old name, which an older
+  saved config may have, to its name in `current`.
   """
   checkpoints = os.path.join(output_dir, CHECKPOINTS_DIR)
   saved_path = os.path.join(output_dir, config_file)
@@ -113,6 +115,7 @@ def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
     raise CheckpointError(
         f'{saved_path} (the config of the checkpointed run in {output_dir}) cannot be read '
         f'({_short(e)}); use a new --output_dir, or delete {output_dir} to start over.') from None
+  saved = {(renamed or {}).get(k, k): v for k, v in saved.items()}
   differ = [k for k in keys if k in saved and saved[k] != current.get(k)]
   if differ:
     was = ', '.join(f'{k}={saved[k]!r}' for k in differ)

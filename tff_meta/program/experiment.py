@@ -15,7 +15,7 @@ from absl import logging
 from tff_meta.algorithms import ALGORITHMS, Algorithm, aggregation
 from tff_meta.data import FederatedDataset, load_dataset, protocol
 from tff_meta.models import MODELS, ModelSpec, build_model_spec
-from tff_meta import run_folder
+from tff_meta import config_file, run_folder
 from tff_meta.program import config as config_lib
 from tff_meta.program import privacy
 from tff_meta.program import checkpoints, files, logs, training_loop
@@ -104,4 +104,4 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       resident_state=cfg.resident_state, resample_support=cfg.resample_support,
       pool=pool, show_progress=show_progress,
       on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE),
-                                       config_lib.to_toml(cfg)))
+                                       config_file.to_toml(cfg)))

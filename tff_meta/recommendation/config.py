@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
+from tff_meta import config_file
 from tff_meta.algorithms import OPTIMIZERS
+from tff_meta.config_file import ConfigError, option
 from tff_meta.data.movielens import SPLITS
 from tff_meta.data.protocol import validate_fraction
-from tff_meta.program.config import ConfigError, coerce_dataclass, coerce_value, load_toml
 
 # MovieLens rating models (tff_meta/models/keras_models.py).
 RATING_MODELS = ('rating_mlp', 'rating_wide_mlp')
@@ -22,46 +23,86 @@ RATING_MODELS = ('rating_mlp', 'rating_wide_mlp')
 
 @dataclasses.dataclass
 class RecommendConfig:
-  name: str = 'recommend'
-  task: str = 'movielens'
-  data_path: str = ''
-  output_dir: str = ''
-  methods: str = ''
-  seed: int = 0
-  support_fraction: float = 0.8
-  train_support_fraction: float = 0.5
-  train_user_fraction: float = 0.8
-  validation_fraction: float = 0.0
-  query_fraction: float = 0.2
-  support_sampling: str = 'chronological'
-  min_events: int = 2
-  sort_log: bool = False
-  episodes: int = 5000
-  clients_per_episode: int = 1
-  eval_every: int = 500
-  checkpoint_every: int = 500
-  eval_users: int = 0
-  hidden_units: int = 32
-  model: str = 'rating_mlp'
-  inner_steps: int = 10
-  eval_inner_steps: int = -1
-  inner_lr: float = 0.01
-  meta_optimizer: str = 'adam'
-  meta_lr: float = 0.001
-  pretrain_optimizer: str = 'adam'
-  pretrain_lr: float = 0.001
-  finetune_steps: int = -1
-  self_optimizer: str = 'adam'
-  self_lr: float = 0.01
-  self_steps: str = '100'
-  batch_size: int = 500
-  max_classes: int = 40
-  max_events: int = 500
-  pretrain_steps: int = 5000
-  bias_item_shrinkage: float = 25.0
-  bias_user_shrinkage: float = 10.0
-  synthetic_users: int = 100
-  synthetic_services: int = 300
+  """One recommendation run; each field's help is its flag's."""
+  # The server (outer) step has the training configs' names; the old names fail.
+  RENAMED: ClassVar[Dict[str, str]] = {'meta_optimizer': 'server_optimizer',
+                                       'meta_lr': 'server_lr'}
+
+  name: str = option('recommend', 'Run name; the default output folder is runs/<name>.')
+  task: str = option('movielens', 'movielens (rating prediction, Table 3) or service '
+                     '(event-log recommendation, Table 6).')
+  data_path: str = option(
+      '', 'movielens: the unzipped ml-100k folder (u.data, u.user, u.item; not shipped). '
+      'service: a CSV/Parquet event log, or an ml-100k folder (events = genres); empty = a '
+      'generated synthetic log.')
+  output_dir: str = option('', 'Output folder; default runs/<name>.')
+  methods: str = option('', 'Comma-separated methods; empty = all of the task (see docs).')
+  seed: int = option(0, 'Seed for the user split, episode sampling and initial weights.')
+  support_fraction: float = option(
+      0.8, 'Test users: fraction p of their data in the support set ("p Support").')
+  train_support_fraction: float = option(
+      0.5, 'Training tasks: fraction of the data used as support (Fig. 3).')
+  train_user_fraction: float = option(0.8, 'Fraction of users that train (the rest test).')
+  validation_fraction: float = option(
+      0.0, 'movielens: > 0 = validation mode for rate sweeps: this fraction of the training '
+      'users is held out and scored in place of the test users (who are not used at all); '
+      '0 = the test users.')
+  query_fraction: float = option(
+      0.2, 'service: the last fraction of each test user\'s events is the query set.')
+  support_sampling: str = option(
+      'chronological', 'movielens: how each user\'s ratings split into support and query '
+      'sets: chronological (default: query = the latest ratings, as in the paper\'s '
+      'production task; no peeking at the future) or random (same sizes, drawn at random; the '
+      'paper\'s MovieLens text says only "a fraction of data"). service is always '
+      'chronological.')
+  min_events: int = option(2, 'service: users with fewer events are dropped (and counted).')
+  sort_log: bool = option(False, 'service: sort each user\'s events by time instead of '
+                          'rejecting an unsorted log.')
+  episodes: int = option(
+      5000, 'Meta-training episodes (and NN(pre-trained) pre-training episodes).')
+  clients_per_episode: int = option(1, 'Users per meta-training episode (the papers: 1).')
+  eval_every: int = option(500, 'Evaluate on the test users every N episodes (the curve).')
+  checkpoint_every: int = option(500, 'Checkpoint every N episodes; a rerun resumes.')
+  eval_users: int = option(0, 'Evaluate the curve on the first N test users (0 = all; the '
+                           'final table always uses all).')
+  hidden_units: int = option(32, 'Hidden units of the NN models (MovieLens 32, service 64).')
+  model: str = option(
+      'rating_mlp', 'movielens: the rating model of MAML, Meta-SGD, NN(self) and '
+      'NN(pre-trained): rating_mlp (the paper\'s) or rating_wide_mlp (plus a linear path that '
+      'holds item and user biases; tff_meta/models/keras_models.py).')
+  inner_steps: int = option(
+      10, 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).')
+  eval_inner_steps: int = option(-1, 'Adaptation steps on test users; -1 = inner_steps.')
+  inner_lr: float = option(0.01, 'alpha: inner SGD rate (Meta-SGD: initial value; '
+                           'NN(pre-trained) fine-tuning).')
+  server_optimizer: str = option('adam', 'Server (outer) optimizer of MAML / Meta-SGD: sgd, '
+                                 'momentum, adam (was meta_optimizer).')
+  server_lr: float = option(0.001, 'beta: the server (outer) learning rate (was meta_lr).')
+  pretrain_optimizer: str = option(
+      'adam', 'Optimizer of NN(pre-trained) / NN-unified pre-training.')
+  pretrain_lr: float = option(0.001, 'Learning rate of that pre-training.')
+  finetune_steps: int = option(
+      -1, 'NN-unified fine-tuning steps on the support set; -1 = eval_inner_steps.')
+  self_optimizer: str = option(
+      'adam', 'Optimizer of the models trained on the support set alone (SELF).')
+  self_lr: float = option(0.01, 'Learning rate of those models.')
+  self_steps: str = option(
+      '100', 'Training steps of the SELF models, comma-separated (service: "100,10000").')
+  batch_size: int = option(
+      500, 'Minibatch of pre-training / SELF steps: min(batch_size, half the user\'s data); '
+      '<= 0 = all.')
+  max_classes: int = option(40, 'service: C, the size of each user\'s local label space (40).')
+  max_events: int = option(
+      500, 'service: events per meta-training task (500, or half the user\'s events).')
+  pretrain_steps: int = option(
+      5000, 'service: NN-unified pre-training steps (one user each).')
+  bias_item_shrinkage: float = option(
+      25.0, 'movielens bias baseline: lambda of the item biases (Koren: 25).')
+  bias_user_shrinkage: float = option(
+      10.0, 'movielens bias baseline: lambda of a test user\'s bias (Koren: 10).')
+  synthetic_users: int = option(100, 'service without data_path: users in the generated log.')
+  synthetic_services: int = option(
+      300, 'service without data_path: services in the generated catalogue.')
 
   def resolved_output_dir(self) -> str:
     return self.output_dir or os.path.join('runs', self.name)
@@ -98,10 +139,10 @@ class RecommendConfig:
                 'inner_steps', 'hidden_units', 'max_classes', 'max_events', 'min_events'):
       if getattr(self, key) < 1:
         raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
-    for key in ('inner_lr', 'meta_lr', 'pretrain_lr', 'self_lr'):
+    for key in ('inner_lr', 'server_lr', 'pretrain_lr', 'self_lr'):
       if not getattr(self, key) > 0:
         raise ConfigError(f'{key} must be > 0, got {getattr(self, key)}.')
-    for key in ('meta_optimizer', 'pretrain_optimizer', 'self_optimizer'):
+    for key in ('server_optimizer', 'pretrain_optimizer', 'self_optimizer'):
       OPTIMIZERS.get(getattr(self, key))
     SPLITS.get(self.support_sampling)
     for key in ('bias_item_shrinkage', 'bias_user_shrinkage'):
@@ -116,97 +157,22 @@ class RecommendConfig:
     return self
 
 
-HELP = {
-    'name': 'Run name; the default output folder is runs/<name>.',
-    'task': 'movielens (rating prediction, Table 3) or service (event-log recommendation, Table 6).',
-    'data_path': 'movielens: the unzipped ml-100k folder (u.data, u.user, u.item; not shipped). '
-                 'service: a CSV/Parquet event log, or an ml-100k folder (events = genres); '
-                 'empty = a generated synthetic log.',
-    'output_dir': 'Output folder; default runs/<name>.',
-    'methods': 'Comma-separated methods; empty = all of the task (see docs).',
-    'seed': 'Seed for the user split, episode sampling and initial weights.',
-    'support_fraction': 'Test users: fraction p of their data in the support set ("p Support").',
-    'train_support_fraction': 'Training tasks: fraction of the data used as support (Fig. 3).',
-    'train_user_fraction': 'Fraction of users that train (the rest test).',
-    'validation_fraction': 'movielens: > 0 = validation mode for rate sweeps: this fraction of '
-                           'the training users is held out and scored in place of the test '
-                           'users (who are not used at all); 0 = the test users.',
-    'support_sampling': 'movielens: how each user\'s ratings split into support and query sets: '
-                        'chronological (default: query = the latest ratings, as in the paper\'s '
-                        'production task; no peeking at the future) or random (same sizes, drawn '
-                        'at random; the paper\'s MovieLens text says only "a fraction of data"). '
-                        'service is always chronological.',
-    'query_fraction': 'service: the last fraction of each test user\'s events is the query set.',
-    'min_events': 'service: users with fewer events are dropped (and counted).',
-    'sort_log': 'service: sort each user\'s events by time instead of rejecting an unsorted log.',
-    'episodes': 'Meta-training episodes (and NN(pre-trained) pre-training episodes).',
-    'clients_per_episode': 'Users per meta-training episode (the papers: 1).',
-    'eval_every': 'Evaluate on the test users every N episodes (the curve).',
-    'checkpoint_every': 'Checkpoint every N episodes; a rerun resumes.',
-    'eval_users': 'Evaluate the curve on the first N test users (0 = all; the final table '
-                  'always uses all).',
-    'hidden_units': 'Hidden units of the NN models (MovieLens 32, service 64).',
-    'model': 'movielens: the rating model of MAML, Meta-SGD, NN(self) and NN(pre-trained): '
-             'rating_mlp (the paper\'s) or rating_wide_mlp (plus a linear path that holds item '
-             'and user biases; tff_meta/models/keras_models.py).',
-    'inner_steps': 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).',
-    'eval_inner_steps': 'Adaptation steps on test users; -1 = inner_steps.',
-    'inner_lr': 'alpha: inner SGD rate (Meta-SGD: initial value; NN(pre-trained) fine-tuning).',
-    'meta_optimizer': 'Server (outer) optimizer of MAML / Meta-SGD: sgd, momentum, adam.',
-    'meta_lr': 'beta: the server (outer) learning rate.',
-    'pretrain_optimizer': 'Optimizer of NN(pre-trained) / NN-unified pre-training.',
-    'pretrain_lr': 'Learning rate of that pre-training.',
-    'finetune_steps': 'NN-unified fine-tuning steps on the support set; -1 = eval_inner_steps.',
-    'self_optimizer': 'Optimizer of the models trained on the support set alone (SELF).',
-    'self_lr': 'Learning rate of those models.',
-    'self_steps': 'Training steps of the SELF models, comma-separated (service: "100,10000").',
-    'batch_size': 'Minibatch of pre-training / SELF steps: min(batch_size, half the user\'s data); '
-                  '<= 0 = all.',
-    'max_classes': 'service: C, the size of each user\'s local label space (40).',
-    'max_events': 'service: events per meta-training task (500, or half the user\'s events).',
-    'pretrain_steps': 'service: NN-unified pre-training steps (one user each).',
-    'bias_item_shrinkage': 'movielens bias baseline: lambda of the item biases (Koren: 25).',
-    'bias_user_shrinkage': 'movielens bias baseline: lambda of a test user\'s bias (Koren: 10).',
-    'synthetic_users': 'service without data_path: users in the generated log.',
-    'synthetic_services': 'service without data_path: services in the generated catalogue.',
-}
 FIELDS = {f.name: f for f in dataclasses.fields(RecommendConfig)}
-assert set(HELP) == set(FIELDS), set(HELP) ^ set(FIELDS)
-
-
-def _coerce(field: dataclasses.Field, value: Any, where: str, element_type: type) -> Any:
-  """`program.config.coerce_value`, also taking flag strings for bools and lists for strings."""
-  if isinstance(value, list):
-    value = ','.join(str(v) for v in value)
-  if isinstance(field.default, bool) and isinstance(value, str):
-    if value.lower() not in ('true', 'false', '1', '0'):
-      raise ConfigError(f'{where}: expected true or false, got {value!r}.')
-    value = value.lower() in ('true', '1')
-  return coerce_value(field, value, where, element_type)
 
 
 def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> RecommendConfig:
-  return coerce_dataclass(RecommendConfig, raw, source=source, coerce=_coerce)
+  return config_file.coerce_dataclass(RecommendConfig, raw, source=source)
 
 
 def load(path: str, overrides: Optional[Dict[str, Any]] = None) -> RecommendConfig:
-  raw = load_toml(path, see='configs/recommend/')
-  raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
-  return from_dict(raw, path)
-
-
-def to_toml(cfg: RecommendConfig) -> str:
-  def fmt(v):
-    return '"' + v.replace('\\', '\\\\').replace('"', '\\"') + '"' if isinstance(v, str) else repr(v)
-  return ''.join(f'{k} = {fmt(getattr(cfg, k))}\n' for k in FIELDS)
+  return config_file.load(RecommendConfig, path, overrides, see='configs/recommend/')
 
 
 def define_flags(flags_module) -> None:
   flags_module.DEFINE_list('config', [], 'TOML config(s) in configs/recommend/; several are run '
                            'in turn and printed as one table.')
-  for name in FIELDS:
-    flags_module.DEFINE_string(name, None, f'{HELP[name]} Overrides the config.')
+  config_file.define_flags(flags_module, FIELDS.values(), renamed=RecommendConfig.RENAMED)
 
 
 def overrides_from_flags(flag_values) -> Dict[str, Any]:
-  return {n: getattr(flag_values, n) for n in FIELDS if getattr(flag_values, n) is not None}
+  return config_file.overrides_from_flags(flag_values, FIELDS, renamed=RecommendConfig.RENAMED)

@@ -45,7 +45,7 @@ def meta_learning(cfg, *, name: str, display: str, variant: str, model, loss,
   """Meta-trains with the FedMeta process; `train_batch(episode)` gives its client values."""
   process = fedmeta.build_fedmeta_process(
       model, variant=variant, inner_lr=cfg.inner_lr, inner_steps=cfg.inner_steps,
-      server_optimizer=base.build_optimizer(cfg.meta_optimizer, cfg.meta_lr), loss=loss)
+      server_optimizer=base.build_optimizer(cfg.server_optimizer, cfg.server_lr), loss=loss)
   predict = evaluation.build_predict(model, process.params_type, loss=loss,
                                      inner_lr=cfg.inner_lr, steps=cfg.adapt_steps)
 

@@ -1,0 +1,148 @@
+"""tff_meta/config_file.py: TOML in and out of a config dataclass, and its flags."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import tomllib
+from typing import Any, ClassVar, Dict, Tuple
+
+import pytest
+from absl import flags
+
+from tff_meta import config_file
+from tff_meta.config_file import ConfigError, option, table
+from tff_meta.fewround import config as fewround_config
+from tff_meta.recommendation import config as recommend_config
+
+
+@dataclasses.dataclass
+class Toy:
+  RENAMED: ClassVar[Dict[str, str]] = {'old_rate': 'rate'}
+
+  name: str = option('toy', 'The name.')
+  steps: int = option(3, 'Steps.')
+  rate: float = option(0.5, 'The rate.')
+  on: bool = option(False, 'Switch.')
+  sizes: Tuple[int, ...] = option((1, 2), 'Sizes.', item=int)
+  split: Tuple[float, ...] = option((0.5, 0.5), 'Split.')
+  words: Tuple[str, ...] = option(('a',), 'Words.', item=str)
+  listed: str = option('', lambda: 'Help made ' + 'late.')
+  data: Dict[str, Any] = table('Loader options.')
+  per: Dict[str, Dict[str, Any]] = table('Per-method values.', nested=True)
+
+
+def _toy_file(tmp_path, text):
+  path = tmp_path / 'toy.toml'
+  path.write_text(text)
+  return config_file.load(Toy, str(path))
+
+
+def test_to_toml_writes_keys_then_tables():
+  cfg = Toy(name='a "b" \\ c\n', steps=7, rate=1e-5, on=True, sizes=(3,), split=(0.8, 0.2),
+            words=('x', 'y'), data={'path': '/d', 'n': 2}, per={'m1': {'lr': 0.1}})
+  assert config_file.to_toml(cfg) == (
+      'name = "a \\"b\\" \\\\ c\\u000a"\nsteps = 7\nrate = 1e-05\non = true\nsizes = [3]\n'
+      'split = [0.8, 0.2]\nwords = ["x", "y"]\nlisted = ""\n'
+      '\n[data]\npath = "/d"\nn = 2\n'
+      '\n[per.m1]\nlr = 0.1\n')
+
+
+@pytest.mark.parametrize('cfg', [
+    Toy(),
+    Toy(name='naïve "quoted" \\ tab\there', steps=-4, rate=math.inf, on=True, sizes=(),
+        split=(0.25, 0.75), words=('x y', 'z'), listed='a,b',
+        data={'cache_dir': '/tmp/x', 'odd key': [1, 2], 'nested': {'a': True}},
+        per={'fedavg': {'client_lr': 0.5}, 'maml': {}}),
+])
+def test_round_trip_gives_the_dataclass_back(tmp_path, cfg):
+  again = _toy_file(tmp_path, config_file.to_toml(cfg))
+  # An empty [per.maml] table has no lines, so it reads back as an empty table too.
+  assert again == cfg
+
+
+def test_round_trip_of_the_few_round_and_recommendation_configs(tmp_path):
+  few = fewround_config.load('configs/fewround/femnist62_5way_iid.toml',
+                             {'n_way': '3,7', 'iid': 'false'})
+  path = tmp_path / 'few.toml'
+  path.write_text(config_file.to_toml(few))
+  assert fewround_config.load(str(path)) == few and few.data and few.model_options
+  rec = recommend_config.load('configs/recommend/service_p80.toml', {'sort_log': 'true'})
+  path = tmp_path / 'rec.toml'
+  path.write_text(config_file.to_toml(rec))
+  assert tomllib.loads(path.read_text())['sort_log'] is True
+  assert recommend_config.load(str(path)) == rec
+
+
+def test_unknown_key_lists_the_known_ones(tmp_path):
+  with pytest.raises(ConfigError, match=r"toy.toml: unknown key 'stepz'; valid keys: "
+                     r"\['data', 'listed', 'name', 'on', 'per', 'rate', 'sizes', 'split', "
+                     r"'steps', 'words'\]\.$"):
+    _toy_file(tmp_path, 'stepz = 3\n')
+
+
+@pytest.mark.parametrize('text, match', [
+    ('steps = "many"\n', "steps: expected a int, got 'many'"),
+    ('steps = 2.5\n', 'steps: expected a int, got 2.5'),
+    ('steps = true\n', 'steps: expected a int, got True'),
+    ('rate = [1]\n', 'rate: expected a float'),
+    ('on = "maybe"\n', r"on: expected a bool \(true or false\), got 'maybe'"),
+    ('on = 2\n', r'on: expected a bool \(true or false\), got 2'),
+    ('sizes = ["a"]\n', 'sizes: expected a tuple'),
+    ('data = 3\n', r'data: expected a \[data\] table, got 3'),
+    ('name = { a = 1 }\n', 'name: expected a str'),
+])
+def test_bad_types_name_the_key(tmp_path, text, match):
+  with pytest.raises(ConfigError, match=match):
+    _toy_file(tmp_path, text)
+
+
+def test_values_read_as_flags_and_toml_alike(tmp_path):
+  cfg = config_file.load(Toy, None, {'steps': '4', 'on': 'yes', 'sizes': '5, 6', 'split': 0.3,
+                                     'words': 'p,q', 'listed': None})
+  assert (cfg.steps, cfg.on, cfg.sizes, cfg.split, cfg.words) == (4, True, (5, 6), (0.3,),
+                                                                   ('p', 'q'))
+  assert _toy_file(tmp_path, 'listed = ["a", "b"]\nsteps = 4.0\n').listed == 'a,b'
+
+
+def test_an_old_name_is_an_error_naming_the_new_one(tmp_path):
+  with pytest.raises(ConfigError, match=r'toy.toml: old_rate was renamed rate; write rate '):
+    _toy_file(tmp_path, 'old_rate = 0.1\n')
+  with pytest.raises(ConfigError, match='<flags>: old_rate was renamed rate'):
+    config_file.load(Toy, None, {'old_rate': '0.1'})
+
+
+def test_missing_malformed_or_folder_file(tmp_path):
+  with pytest.raises(ConfigError, match=r"'/nope.toml' does not exist; see configs/x/\."):
+    config_file.load_toml('/nope.toml', see='configs/x/')
+  with pytest.raises(ConfigError, match='malformed TOML'):
+    _toy_file(tmp_path, 'steps = [\n')
+  with pytest.raises(ConfigError, match='is a folder'):
+    config_file.load_toml(str(tmp_path))
+
+
+class _Flags:
+  """The absl flags module, defining into its own FlagValues."""
+
+  def __init__(self):
+    self.values = flags.FlagValues()
+    # pylint: disable-next=invalid-name
+    self.DEFINE_string = functools.partial(flags.DEFINE_string, flag_values=self.values)
+
+
+def test_flags_come_from_the_fields_and_refuse_old_names():
+  module = _Flags()
+  config_file.define_flags(module, config_file.scalar_fields(Toy), renamed=Toy.RENAMED)
+  values = module.values
+  assert 'data' not in values and 'per' not in values        # tables have no flag
+  assert values['rate'].help == 'The rate. Overrides the config (built-in default 0.5).'
+  assert values['listed'].help.startswith('Help made late.')
+  names = [f.name for f in config_file.scalar_fields(Toy)]
+  values(['prog', '--steps=9', '--on=false'])
+  assert config_file.overrides_from_flags(values, names, Toy.RENAMED) == {'steps': '9',
+                                                                          'on': 'false'}
+  assert config_file.load(Toy, None, config_file.overrides_from_flags(values, names)).on is False
+  values(['prog', '--old_rate=0.2'])
+  with pytest.raises(ConfigError, match=r'^--old_rate was renamed --rate; write --rate=0.2 '):
+    config_file.overrides_from_flags(values, names, Toy.RENAMED)
