@@ -91,3 +91,29 @@ def test_table_names_the_methods_that_lose_to_the_bias_baseline():
           in table)
   assert '| setting | method | P@1 (rating >= 4) |' in table
   assert '| 80% Support | MAML | 25.00% | 25.00% | 25.00% | 0.2500 | 0.2500 | 0.2500 |' in table
+
+
+def test_bias_start_takes_the_training_users_item_biases(folder):
+  """rating_init = bias: the wide path's weight of movie m is logit((mu + b_m) / 5) - logit(mu / 5)
+  with mu and b_m from the training users only (a plain reference); NN(self)'s model keeps the
+  Keras start."""
+  cfg = _cfg(folder, model='rating_wide_mlp', rating_init='bias', bias_item_shrinkage=3.0, seed=5)
+  data = movielens_task.prepare(cfg)
+  w = movielens_task._model(cfg, data).initial_trainable
+  ds = load_movielens(folder)
+  train_ids, _ = tasks.split_users(sorted(ds.clients, key=int), 0.8, 5)
+  items = np.concatenate([ds.clients[u].features['item'] for u in train_ids])
+  ratings = np.concatenate([ds.clients[u].ratings for u in train_ids]).astype(np.float64)
+  mu = ratings.mean()
+  logit = lambda r: np.log(r / (5.0 - r))
+  expected = np.zeros(data.dataset.max_item_id)
+  for i in np.unique(items):
+    b = (ratings[items == i] - mu).sum() / (3.0 + np.sum(items == i))
+    expected[i - 1] = logit(np.clip(mu + b, 1.0, 4.9)) - logit(mu)
+  np.testing.assert_allclose(w[3][:data.dataset.max_item_id, 0], expected, atol=1e-5)
+  np.testing.assert_array_equal(w[3][data.dataset.max_item_id:], 0.0)   # other features: zero
+  np.testing.assert_allclose(w[4], [logit(mu)], rtol=1e-6)
+  keras = movielens_task._model(cfg, data, start='keras').initial_trainable
+  np.testing.assert_array_equal(keras[3], 0.0)
+  np.testing.assert_array_equal(keras[4], 0.0)
+  np.testing.assert_array_equal(keras[0], w[0])                        # same deep path

@@ -19,6 +19,8 @@ from tff_meta.data.protocol import validate_fraction
 
 # MovieLens rating models (tff_meta/models/keras_models.py).
 RATING_MODELS = ('rating_mlp', 'rating_wide_mlp')
+# Their starts (warm_start.RATING_INITS).
+RATING_INITS = ('keras', 'bias')
 
 
 @dataclasses.dataclass
@@ -70,6 +72,11 @@ class RecommendConfig:
       'rating_mlp', 'movielens: the rating model of MAML, Meta-SGD, NN(self) and '
       'NN(pre-trained): rating_mlp (the paper\'s) or rating_wide_mlp (plus a linear path that '
       'holds item and user biases; tff_meta/models/keras_models.py).')
+  rating_init: str = option(
+      'keras', 'movielens: initial weights of the rating model of MAML, Meta-SGD and '
+      'NN(pre-trained): keras (Keras\' initialisers) or bias (start at the bias baseline\'s mu '
+      'and item biases from the training users; tff_meta/recommendation/warm_start.py). '
+      'NN(self) always starts at keras.')
   inner_steps: int = option(
       10, 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).')
   eval_inner_steps: int = option(-1, 'Adaptation steps on test users; -1 = inner_steps.')
@@ -150,6 +157,9 @@ class RecommendConfig:
         raise ConfigError(f'{key} must be >= 0, got {getattr(self, key)}.')
     if self.model not in RATING_MODELS:
       raise ConfigError(f'model must be one of {", ".join(RATING_MODELS)}, got {self.model!r}.')
+    if self.rating_init not in RATING_INITS:
+      raise ConfigError(f'rating_init must be one of {", ".join(RATING_INITS)}, '
+                        f'got {self.rating_init!r}.')
     if not 0.0 <= self.validation_fraction < 1.0:
       raise ConfigError(f'validation_fraction must be in [0, 1), got {self.validation_fraction} '
                         '(e.g. 0.2: a fifth of the training users validate).')

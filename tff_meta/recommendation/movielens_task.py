@@ -2,7 +2,9 @@
 
 Methods (`METHODS`): `maml`, `metasgd` (FedMeta process, squared error,
 the rating model `cfg.model`: the paper's `rating_mlp` or `rating_wide_mlp`,
-which holds the bias baseline as a special case; all NN methods share it),
+which holds the bias baseline as a special case; all NN methods share it; MAML,
+Meta-SGD and NN(pre-trained) start it at `cfg.rating_init`, e.g. at the bias
+baseline's mu and item biases, `warm_start`),
 `nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
 and `bias` (`baselines`; not in the paper: the floor every learned method
 must beat). Metrics: RMSE over all query ratings and Precision@{1,3,10}
@@ -23,7 +25,8 @@ from tff_meta.data.movielens import RatingsDataset, load_movielens
 from tff_meta.data.types import DataError
 from tff_meta.learning import losses
 from tff_meta.models import build_model_spec
-from tff_meta.recommendation import baselines, evaluation, features, methods, metrics, tasks
+from tff_meta.recommendation import (baselines, evaluation, features, methods, metrics, tasks,
+                                     warm_start)
 from tff_meta.recommendation.training import Trainer
 from tff_meta.registry import Registry
 
@@ -79,10 +82,15 @@ def score(predictions, episodes) -> Dict[str, float]:
   return out
 
 
-def _model(cfg, data: MovieLensData):
-  """The rating model all NN methods share (cfg.model; same initial weights for all)."""
-  return build_model_spec(cfg.model, (data.tasks.feature_dim,), 1, seed=cfg.seed,
+def _model(cfg, data: MovieLensData, start: str = ''):
+  """The rating model the NN methods share (cfg.model, initial weights drawn with cfg.seed),
+  started by `warm_start.RATING_INITS[start or cfg.rating_init]` from the training users."""
+  spec = build_model_spec(cfg.model, (data.tasks.feature_dim,), 1, seed=cfg.seed,
                           hidden_units=cfg.hidden_units)
+  train = data.items.train
+  return warm_start.initialized(spec, start or cfg.rating_init,
+                                np.concatenate([e.all_x[:, 0] for e in train]),
+                                np.concatenate([e.all_y for e in train]), cfg.bias_item_shrinkage)
 
 
 def _curve_users(cfg, episodes: List) -> List:
@@ -126,7 +134,7 @@ def nn_pretrained(cfg, data: MovieLensData, show_progress: bool):
 def nn_self(cfg, data: MovieLensData, show_progress: bool):
   """The rating model trained on each test user's support set alone (self_steps steps)."""
   del show_progress
-  model = _model(cfg, data)
+  model = _model(cfg, data, start='keras')   # SELF: no other user's data
   trainer = Trainer(model, losses.SQUARED_ERROR, cfg.self_optimizer, cfg.self_lr, cfg.batch_size)
   steps = cfg.self_step_list[-1]
   preds = [trainer.predict(trainer.fit(model.initial_trainable, e.support_x, e.support_y, steps,

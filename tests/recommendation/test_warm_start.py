@@ -1,0 +1,78 @@
+"""The bias-baseline start of the rating models, against hand-computed predictions."""
+
+import numpy as np
+import pytest
+
+from tff_meta.learning import losses
+from tff_meta.models import build_model_spec
+from tff_meta.recommendation import config as config_lib
+from tff_meta.recommendation import warm_start
+from tff_meta.recommendation.training import Trainer
+
+ITEMS = 4
+
+
+def _predict(spec, weights, x):
+  return np.ravel(Trainer(spec, losses.SQUARED_ERROR, 'sgd', 0.1).predict(weights, x))
+
+
+def test_logit_rating_inverts_the_scaled_sigmoid():
+  r = np.array([1.0, 2.5, 3.5, 4.9])
+  np.testing.assert_allclose(5.0 / (1.0 + np.exp(-warm_start.logit_rating(r))), r, rtol=1e-12)
+  assert warm_start.logit_rating(2.5) == 0.0
+
+
+def test_bias_start_of_the_wide_model_predicts_the_item_means():
+  """Items [1, 1, 2], ratings [5, 4, 2], no shrinkage: mu = 11/3, b_1 = 4.5 - mu, b_2 = 2 - mu;
+  with the deep path silent the model predicts 4.5 for item 1, 2 for item 2 and mu for the
+  items nobody rated (3, 4)."""
+  spec = build_model_spec('rating_wide_mlp', (ITEMS,), 1, seed=1, hidden_units=3)
+  started = warm_start.initialized(spec, 'bias', np.array([1, 1, 2]), np.array([5.0, 4.0, 2.0]),
+                                   item_shrinkage=0.0)
+  w = [np.array(v) for v in started.initial_trainable]
+  for i in (0, 1, 2):          # the deep path keeps its Keras start
+    np.testing.assert_array_equal(w[i], spec.initial_trainable[i])
+  np.testing.assert_allclose(w[4], [np.log((11 / 15) / (4 / 15))], rtol=1e-6)
+  w[2][:] = 0.0
+  x = np.eye(ITEMS, dtype=np.float32)
+  np.testing.assert_allclose(_predict(started, w, x), [4.5, 2.0, 11 / 3, 11 / 3], rtol=1e-5)
+
+
+def test_bias_start_clips_ratings_at_the_edge_and_shrinks():
+  """Item 1 rated 5 twice: shrinkage 2 gives b_1 = 2 (5 - mu) / 4 with mu = 4 (items [1, 1, 2],
+  ratings [5, 5, 2]): 4.5; shrinkage 0 would give 5, clipped to 4.9."""
+  spec = build_model_spec('rating_wide_mlp', (ITEMS,), 1, seed=1, hidden_units=3)
+  x = np.eye(ITEMS, dtype=np.float32)[:1]
+  for shrinkage, expected in ((2.0, 4.5), (0.0, 4.9)):
+    w = warm_start.initialized(spec, 'bias', np.array([1, 1, 2]), np.array([5.0, 5.0, 2.0]),
+                               shrinkage).initial_trainable
+    w[2][:] = 0.0
+    np.testing.assert_allclose(_predict(spec, w, x), [expected], rtol=1e-5)
+
+
+def test_bias_start_of_the_papers_network_sets_only_its_output_bias():
+  """rating_mlp has no per-movie weight of its own: an all-zero input reaches only the output
+  bias (relu(0 + 0) = 0), so the model predicts mu = 3."""
+  spec = build_model_spec('rating_mlp', (ITEMS,), 1, seed=1, hidden_units=3)
+  w = warm_start.initialized(spec, 'bias', np.array([1, 2]), np.array([4.0, 2.0]),
+                             0.0).initial_trainable
+  for i in (0, 1, 2):
+    np.testing.assert_array_equal(w[i], spec.initial_trainable[i])
+  np.testing.assert_allclose(_predict(spec, w, np.zeros((2, ITEMS), np.float32)), [3.0, 3.0],
+                             rtol=1e-5)
+
+
+def test_keras_start_is_unchanged_and_names_match_the_config():
+  spec = build_model_spec('rating_wide_mlp', (ITEMS,), 1, seed=1, hidden_units=3)
+  w = warm_start.initialized(spec, 'keras', np.array([1]), np.array([4.0]), 25.0).initial_trainable
+  for a, b in zip(w, spec.initial_trainable):
+    np.testing.assert_array_equal(a, b)
+  assert sorted(warm_start.RATING_INITS.names()) == sorted(config_lib.RATING_INITS)
+  with pytest.raises(config_lib.ConfigError, match='rating_init'):
+    config_lib.RecommendConfig(rating_init='zero').validate()
+
+
+def test_a_movie_id_outside_the_inputs_is_refused():
+  spec = build_model_spec('rating_wide_mlp', (ITEMS,), 1, seed=1, hidden_units=3)
+  with pytest.raises(ValueError, match='Movie ids'):
+    warm_start.bias_weights(spec, 3.0, {ITEMS + 1: 0.5})
