@@ -13,19 +13,17 @@ import tomllib
 
 import tensorflow_federated as tff
 
+from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
 from tff_meta.program import checkpoints, files
 
 
 def table(cfg, rows) -> str:
-  header = '| method | ' + ' | '.join(f'R = {r}' for r in cfg.test_rounds) + \
-      ' | preparing rounds | seconds |'
-  lines = [header, '|' + '---|' * (len(cfg.test_rounds) + 3)]
-  for row in rows:
-    cells = ' | '.join(row['accuracy'][str(r)]['text'] for r in cfg.test_rounds)
-    lines.append(f"| {row['method']} | {cells} | {row['info'].get('communication_rounds', 0)} "
-                 f"| {row['seconds']:.0f} |")
-  return '\n'.join(lines)
+  """Markdown: a row per method, its accuracy after each R in `test_rounds`, its preparing rounds and seconds."""
+  return markdown_table(
+      ['method', *(f'R = {r}' for r in cfg.test_rounds), 'preparing rounds', 'seconds'],
+      [[row['method'], *(row['accuracy'][str(r)]['text'] for r in cfg.test_rounds),
+        row['info'].get('communication_rounds', 0), f"{row['seconds']:.0f}"] for row in rows])
 
 
 def to_toml(cfg) -> str:
