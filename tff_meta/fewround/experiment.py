@@ -16,6 +16,7 @@ import tensorflow_federated as tff
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
 from tff_meta.program import checkpoints, files
+from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
 
 
 def table(cfg, rows) -> str:
@@ -56,11 +57,11 @@ def prepare_output(cfg, out: str) -> None:
   keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
   if os.path.isdir(out):
     for stage in sorted(os.listdir(out)):
-      if os.path.isdir(os.path.join(out, stage, 'checkpoints')):
+      if os.path.isdir(os.path.join(out, stage, CHECKPOINTS_DIR)):
         checkpoints.check_same_run(os.path.join(out, stage), keys, current,
-                                   config_file=os.path.join(os.pardir, 'config.toml'))
+                                   config_file=os.path.join(os.pardir, CONFIG_FILE))
   os.makedirs(out, exist_ok=True)
-  files.write_text(os.path.join(out, 'config.toml'), to_toml(cfg))
+  files.write_text(os.path.join(out, CONFIG_FILE), to_toml(cfg))
 
 
 def load_data(cfg):
@@ -72,9 +73,9 @@ def load_data(cfg):
 
 def write(cfg, out, rows) -> str:
   text = table(cfg, rows)
-  files.write_json(os.path.join(out, 'results.json'), {'config': to_toml(cfg), 'results': rows},
+  files.write_json(os.path.join(out, RESULTS_FILE), {'config': to_toml(cfg), 'results': rows},
                    indent=1)
-  files.write_text(os.path.join(out, 'results.md'), text + '\n')
+  files.write_text(os.path.join(out, RESULTS_TABLE_FILE), text + '\n')
   return text
 
 
