@@ -24,6 +24,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app, flags  # noqa: E402
 
 from tff_meta import config_file  # noqa: E402
+from tff_meta.analysis.tables import markdown_table  # noqa: E402
 from tff_meta.config_file import ConfigError  # noqa: E402
 from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
@@ -80,15 +81,11 @@ def table(cfg, results):
   last = str(max(cfg.test_rounds))
   best = {m: max(results, key=lambda row: row['methods'][m]['mean'])['label']
           for m in cfg.methods}
-  lines = ['| ' + ' | '.join(['setting', *cfg.methods]) + ' |',
-           '|---' * (1 + len(cfg.methods)) + '|']
-  for row in results:
-    cells = []
-    for m in cfg.methods:
-      text = row['methods'][m]['text']
-      cells.append(f'**{text}**' if best[m] == row['label'] else text)
-    lines.append(f"| {row['label']} | " + ' | '.join(cells) + ' |')
-  return '\n'.join(lines) + f'\n\nValidation-class accuracy after R = {last} test rounds.\n'
+  rows = [[row['label'], *(f"**{row['methods'][m]['text']}**" if best[m] == row['label']
+                            else row['methods'][m]['text'] for m in cfg.methods)]
+          for row in results]
+  return (markdown_table(['setting', *cfg.methods], rows)
+          + f'\n\nValidation-class accuracy after R = {last} test rounds.\n')
 
 
 def main(argv):

@@ -31,6 +31,7 @@ from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import files, logs  # noqa: E402
 from tff_meta.program import privacy_curve as curve  # noqa: E402
+from tff_meta.run_folder import CHECKPOINTS_DIR  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/privacy/digits.toml', 'TOML experiment config.')
 flags.DEFINE_list('algorithms', list(curve.DEFAULT_ALGORITHMS), 'Algorithms, comma-separated.')
@@ -54,7 +55,7 @@ def read_clip(run_cfg, model, data, pool, folder):
   alg = experiment.build_algorithm(run_cfg, model, data)
   with tff.framework.get_context_stack().install(pool.context):
     initial = alg.process.initialize()
-  root = os.path.join(folder, 'checkpoints')
+  root = os.path.join(folder, CHECKPOINTS_DIR)
   manager = tff.program.FileProgramStateManager(root)
   state, _ = asyncio.run(checkpoints.load_latest(manager, root, initial, alg.display_name))
   return curve.final_clip(state['aggregator'])

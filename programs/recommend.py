@@ -14,7 +14,7 @@ Every config key has a flag of the same name that overrides it (see --helpfull;
 docs in docs/CONFIG.md). Each config writes to its output_dir (default
 runs/<name>; with several configs, --output_dir=D writes to D/<name>):
 config.toml, results.json, table.md, curve.png, and per trained method
-checkpoints/ and curve.csv. Rerunning the same command after a kill resumes
+checkpoints/, curve.csv and tensorboard/eval/. Rerunning the same command after a kill resumes
 from the checkpoints.
 """
 

@@ -13,6 +13,9 @@ The training loop (`program/training_loop.py`, `program/checkpoints.py`,
 - `checkpoints/`, `tensorboard/` (with `tensorboard/eval/`) and, for
   algorithms with client state, `client_states/`.
 
+Few-round learning (`fewround/experiment.py`, `fewround/training.py`) and
+recommendation (`recommendation/experiment.py`, `recommendation/loop.py`)
+write their folders under the same names, plus the few of their own below.
 The writers take the names from here and so does the reader below
 (`load_run`, `find_run_folders`), which `tff_meta.analysis` builds its reports
 on. This module imports neither TensorFlow nor TFF, so the analysis stays
@@ -38,6 +41,11 @@ CHECKPOINTS_DIR = 'checkpoints'
 TENSORBOARD_DIR = 'tensorboard'
 TENSORBOARD_EVAL_DIR = os.path.join(TENSORBOARD_DIR, 'eval')
 CLIENT_STATES_DIR = 'client_states'
+# Few-round and recommendation folders use the names above for the same files, and:
+RESULTS_TABLE_FILE = 'results.md'   # few-round: the results table
+TABLE_FILE = 'table.md'             # recommendation: the results table (Tables 3, 5 and 6)
+CURVE_FILE = 'curve.csv'            # recommendation: a trained method's evaluation curve
+CURVE_PLOT_FILE = 'curve.png'       # recommendation: the curves plotted (Chen et al. Fig. 2)
 
 # Folders inside a run folder that hold no runs (skipped by find_run_folders).
 _SKIP_DIRS = frozenset({CHECKPOINTS_DIR, TENSORBOARD_DIR})

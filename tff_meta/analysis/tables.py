@@ -2,8 +2,11 @@
 
 `markdown_table` is the one Markdown table writer: the report's tables
 (`analysis.report`, in the layout of FedMeta Table 2), the run summary below,
-the tables `programs.reproduce` and `programs.sweep` print, the README's
-catalog (`tff_meta.catalog`) and the benchmarks' headers all go through it.
+the tables `programs.reproduce`, `programs.sweep` and `programs.few_round_sweep`
+print, few-round's results.md (`fewround.experiment`), the recommendation
+tables (`recommendation.movielens_task`, `service_task`, `calibration`), the
+README's catalog (`tff_meta.catalog`) and the benchmarks' headers all go
+through it.
 `format_table` and `write_csv` write the one-row-per-run summary of
 `programs.train` and `programs.compare` (`RunResult.row()`).
 """

@@ -43,7 +43,7 @@ DATASETS.add('shakespeare', _Lazy('tff_native', 'load_shakespeare'))
 # TFF's federated CIFAR-100 (its own partition; 'cifar100' below is the
 # centralized CIFAR-100 split into clients by a partitioner).
 DATASETS.add('tff_cifar100', _Lazy('tff_native', 'load_tff_cifar100'))
-DATASETS.add('stackoverflow', _Lazy('tff_native', 'load_stackoverflow'))
+DATASETS.add('stackoverflow', _Lazy('stackoverflow', 'load_stackoverflow'))
 DATASETS.add('leaf_femnist', _Lazy('leaf', 'load_leaf', task='femnist'))
 DATASETS.add('leaf_shakespeare', _Lazy('leaf', 'load_leaf', task='shakespeare'))
 DATASETS.add('leaf_sent140', _Lazy('leaf', 'load_leaf', task='sent140'))

@@ -13,20 +13,19 @@ import tomllib
 import tensorflow_federated as tff
 
 from tff_meta import config_file
+from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
 from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.program import checkpoints, files
+from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
 
 
 def table(cfg, rows) -> str:
-  header = '| method | ' + ' | '.join(f'R = {r}' for r in cfg.test_rounds) + \
-      ' | preparing rounds | seconds |'
-  lines = [header, '|' + '---|' * (len(cfg.test_rounds) + 3)]
-  for row in rows:
-    cells = ' | '.join(row['accuracy'][str(r)]['text'] for r in cfg.test_rounds)
-    lines.append(f"| {row['method']} | {cells} | {row['info'].get('communication_rounds', 0)} "
-                 f"| {row['seconds']:.0f} |")
-  return '\n'.join(lines)
+  """Markdown: a row per method, its accuracy after each R in `test_rounds`, its preparing rounds and seconds."""
+  return markdown_table(
+      ['method', *(f'R = {r}' for r in cfg.test_rounds), 'preparing rounds', 'seconds'],
+      [[row['method'], *(row['accuracy'][str(r)]['text'] for r in cfg.test_rounds),
+        row['info'].get('communication_rounds', 0), f"{row['seconds']:.0f}"] for row in rows])
 
 
 # Config keys a resumed run may change: they do not enter the checkpointed state
@@ -48,12 +47,12 @@ def prepare_output(cfg, out: str) -> None:
   keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
   if os.path.isdir(out):
     for stage in sorted(os.listdir(out)):
-      if os.path.isdir(os.path.join(out, stage, 'checkpoints')):
+      if os.path.isdir(os.path.join(out, stage, CHECKPOINTS_DIR)):
         checkpoints.check_same_run(os.path.join(out, stage), keys, current,
-                                   config_file=os.path.join(os.pardir, 'config.toml'),
+                                   config_file=os.path.join(os.pardir, CONFIG_FILE),
                                    renamed=FewRoundConfig.RENAMED)
   os.makedirs(out, exist_ok=True)
-  files.write_text(os.path.join(out, 'config.toml'), config_file.to_toml(cfg))
+  files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
 
 
 def load_data(cfg):
@@ -65,9 +64,9 @@ def load_data(cfg):
 
 def write(cfg, out, rows) -> str:
   text = table(cfg, rows)
-  files.write_json(os.path.join(out, 'results.json'),
+  files.write_json(os.path.join(out, RESULTS_FILE),
                    {'config': config_file.to_toml(cfg), 'results': rows}, indent=1)
-  files.write_text(os.path.join(out, 'results.md'), text + '\n')
+  files.write_text(os.path.join(out, RESULTS_TABLE_FILE), text + '\n')
   return text
 
 

@@ -13,11 +13,11 @@ Both take a `sample(i)` callable giving round/episode i's K clients, so every
 method sees the same seeded episodes, and so a resumed run sees the episodes
 it would have seen.
 
-With a `run_dir`, both run as `programs.train` does (`checkpointed_loop`):
-the metrics go to <run_dir>/metrics.csv and <run_dir>/tensorboard through
-tff.program's release managers, and the state (phi and the Adam slots, or
-the pre-trained weights) to <run_dir>/checkpoints through
-`tff.program.FileProgramStateManager` every `checkpoint_every` steps and at
+With a `run_dir`, both run as `programs.train` does (`checkpointed_loop`,
+on the managers of `program.managers`): the metrics go to
+<run_dir>/metrics.csv and <run_dir>/tensorboard through tff.program's release
+managers, and the state (phi and the Adam slots, or the pre-trained weights)
+to <run_dir>/checkpoints through `tff.program.FileProgramStateManager` every `checkpoint_every` steps and at
 the end. A stopped or killed run restarts after its last checkpoint; rows
 released after it are dropped from metrics.csv before new ones are written,
 and since every episode's data is seeded by its index, the resumed run ends
@@ -35,12 +35,12 @@ import time
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
-import tensorflow_federated as tff
 import tqdm
 
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import process as process_lib
-from tff_meta.program import checkpoints
+from tff_meta.program import checkpoints, managers
+from tff_meta.run_folder import METRICS_FILE, TENSORBOARD_DIR
 
 Row = Dict[str, float]
 
@@ -61,18 +61,11 @@ def read_metrics(path: str, column: str) -> List[float]:
 async def _loop(name: str, run_dir: str, key: str, initial, step: Callable, total: int,
                 checkpoint_every: int, progress: bool):
   os.makedirs(run_dir, exist_ok=True)
-  metrics_path = os.path.join(run_dir, 'metrics.csv')
-  checkpoints.check_csv(metrics_path, key)   # a damaged file stops the run before any write
-  root = os.path.join(run_dir, 'checkpoints')
-  manager = tff.program.FileProgramStateManager(root, keep_total=3)
-  state, start = await checkpoints.load_latest(manager, root, initial, name, unit=key)
-  if state is None:
-    state, start = initial, 0
-  elif start < total:
+  checkpoints.check_csv(os.path.join(run_dir, METRICS_FILE), key)   # a damaged file: no write
+  manager, state, start = await managers.restore(run_dir, initial, name, unit=key, keep_total=3)
+  if 0 < start < total:
     print(f'Resuming {name} from {key} {start} ({run_dir}).', file=sys.stderr, flush=True)
-  release = tff.program.GroupingReleaseManager([
-      tff.program.CSVFileReleaseManager(metrics_path, key_fieldname=key),
-      tff.program.TensorBoardReleaseManager(os.path.join(run_dir, 'tensorboard'))])
+  release = managers.metric_releases(run_dir, METRICS_FILE, TENSORBOARD_DIR, key)
   bar = tqdm.tqdm(total=total, initial=min(start, total), desc=name, disable=not progress,
                   leave=False, file=sys.stderr)
   for i in range(start, total):
@@ -136,7 +129,7 @@ def meta_train(process, sample: Callable[[int], list], episodes: int, progress: 
   state = checkpointed_loop(desc, run_dir, 'episode', process.initialize(), step, episodes,
                             checkpoint_every, progress)
   if run_dir is not None:
-    history = read_metrics(os.path.join(run_dir, 'metrics.csv'), 'query_accuracy')
+    history = read_metrics(os.path.join(run_dir, METRICS_FILE), 'query_accuracy')
   return [np.asarray(w) for w in state['phi']], history
 
 

@@ -136,7 +136,7 @@ def check_csv(path: str, key: str, allow_blank: bool = True) -> None:
   if not os.path.lexists(path):
     return
   folder = os.path.dirname(path) or '.'
-  fix = (f'delete it and {os.path.join(folder, "checkpoints")} to start over, or use a new '
+  fix = (f'delete it and {os.path.join(folder, CHECKPOINTS_DIR)} to start over, or use a new '
          '--output_dir')
   try:
     with open(path, newline='', encoding='utf-8') as f:

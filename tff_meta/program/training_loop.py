@@ -48,7 +48,7 @@ from absl import logging
 from tff_meta.algorithms import Algorithm, stateful
 from tff_meta.data.protocol import ClientSplit, ProtocolData
 from tff_meta.evaluation import communication, personalized
-from tff_meta.program import checkpoints, client_data, files
+from tff_meta.program import checkpoints, client_data, files, managers
 from tff_meta.program.client_states import ClientStateStore
 from tff_meta.program.logs import note
 from tff_meta.program.privacy import Budget
@@ -262,13 +262,8 @@ class Evaluation:
 
 def _release_managers(output_dir: str):
   """(training, evaluation) release managers: metrics.csv / eval.csv and TensorBoard."""
-  def group(csv_name, tensorboard_dir):
-    return tff.program.GroupingReleaseManager([
-        tff.program.CSVFileReleaseManager(os.path.join(output_dir, csv_name),
-                                          key_fieldname='round'),
-        tff.program.TensorBoardReleaseManager(os.path.join(output_dir, tensorboard_dir)),
-    ])
-  return group(METRICS_FILE, TENSORBOARD_DIR), group(EVAL_FILE, TENSORBOARD_EVAL_DIR)
+  return (managers.metric_releases(output_dir, METRICS_FILE, TENSORBOARD_DIR, 'round'),
+          managers.metric_releases(output_dir, EVAL_FILE, TENSORBOARD_EVAL_DIR, 'round'))
 
 
 async def _restore(alg: Algorithm, output_dir: str, state_manager):

@@ -23,6 +23,7 @@ from typing import Dict
 
 import numpy as np
 
+from tff_meta.analysis.tables import markdown_table
 from tff_meta.data.movielens import RatingsDataset
 from tff_meta.recommendation import baselines, metrics, tasks
 
@@ -84,8 +85,6 @@ def statistics(ds: RatingsDataset, *, seed: int = 0, support_fraction: float = 0
 
 def format_statistics(stats: Dict[str, float], reference: Dict[str, float] = REAL_ML100K) -> str:
   """A two-column table: these statistics beside the reference (real ml-100k)."""
-  lines = ['| statistic | this folder | real ml-100k |', '|---|---|---|']
-  for key, value in stats.items():
-    ref = reference.get(key)
-    lines.append(f'| {key} | {value:.4f} | ' + (f'{ref:.4f}' if ref is not None else '') + ' |')
-  return '\n'.join(lines)
+  return markdown_table(['statistic', 'this folder', 'real ml-100k'],
+                        [[key, f'{value:.4f}', '' if reference.get(key) is None
+                          else f'{reference[key]:.4f}'] for key, value in stats.items()])

@@ -5,7 +5,7 @@ its table layout, so the program never branches on task or method names.
 Every TFF computation runs in the pool's context (a project-owned local
 worker by default, stopped by PID). Outputs in the run folder:
 `config.toml`, `results.json` (rows and curves), `table.md`, one sub-folder
-per trained method (`checkpoints/`, `curve.csv`) and `curve.png` (Fig. 2:
+per trained method (`checkpoints/`, `curve.csv`, `tensorboard/eval/`) and `curve.png` (Fig. 2:
 metrics against training episodes).
 """
 
@@ -23,6 +23,7 @@ from tff_meta.program import files
 from tff_meta.recommendation import config as config_lib
 from tff_meta.recommendation import movielens_task, service_task
 from tff_meta.registry import Registry
+from tff_meta.run_folder import CONFIG_FILE, CURVE_PLOT_FILE, RESULTS_FILE, TABLE_FILE
 from tff_meta.runtime.pool import WorkerPool
 
 
@@ -78,7 +79,7 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   files.require_folder(out)
   data = task.prepare(cfg)   # bad data stops the run before it writes anything
   os.makedirs(out, exist_ok=True)
-  files.write_text(os.path.join(out, 'config.toml'), config_file.to_toml(cfg))
+  files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
   logging.info('%s', data.summary())
   rows, curves = [], {}
   own = WorkerPool.local(1, log_dir=out) if pool is None else None
@@ -97,13 +98,13 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
     if own is not None:
       own.close()
   result = RecommendResult(cfg, rows, curves, data.summary())
-  files.write_json(os.path.join(out, 'results.json'),
+  files.write_json(os.path.join(out, RESULTS_FILE),
                    {'data': result.data_summary, 'rows': rows, 'curves': curves}, indent=2,
                    default=float)
-  files.write_text(os.path.join(out, 'table.md'), task.format_table([(result.label, rows)]) + '\n')
+  files.write_text(os.path.join(out, TABLE_FILE), task.format_table([(result.label, rows)]) + '\n')
   if curves:
     references = {r['method']: r for r in rows if r['method'] in task.reference_methods}
-    plot_curves(curves, task.curve_metrics, os.path.join(out, 'curve.png'), result.label,
+    plot_curves(curves, task.curve_metrics, os.path.join(out, CURVE_PLOT_FILE), result.label,
                 references)
   return result
 

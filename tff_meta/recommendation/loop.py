@@ -1,13 +1,17 @@
 """Episode loop with tff.program checkpoints, a metric curve and a progress bar.
 
+The state and release managers are the training loop's (`program.managers`).
+
 Meta-training (one TFF round of the FedMeta process per episode) and the
 baselines' pre-training (one plain-TF step per episode) both run here:
 
 - the state is saved with `tff.program.FileProgramStateManager` every
   `checkpoint_every` episodes and at the end; a rerun resumes after the last
-  checkpoint and drops curve rows past it (no duplicates);
+  checkpoint;
 - every `eval_every` episodes (and at 0 and at the end) `evaluate(state)`
-  gives a row of metrics appended to `curve.csv` (Chen et al. 2018b, Fig. 2);
+  gives a row of metrics released to `curve.csv` (Chen et al. 2018b, Fig. 2)
+  and to `tensorboard/eval`; a release drops the rows at and past its
+  episode, so a resumed run writes no duplicates;
 - a tqdm bar shows the episode and the last metrics.
 """
 
@@ -19,9 +23,8 @@ import os
 import sys
 from typing import Callable, Dict, List
 
-import tensorflow_federated as tff
-
-from tff_meta.program import checkpoints, files
+from tff_meta.program import checkpoints, managers
+from tff_meta.run_folder import CURVE_FILE, TENSORBOARD_EVAL_DIR
 
 
 def read_curve(path: str) -> List[Dict[str, float]]:
@@ -29,15 +32,6 @@ def read_curve(path: str) -> List[Dict[str, float]]:
     return []
   with open(path, newline='') as f:
     return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
-
-
-def _write_curve(path: str, rows: List[Dict[str, float]]) -> None:
-  if not rows:
-    return
-  with files.atomic_open(path, 'w', newline='') as f:
-    writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
 
 
 def run_episodes(*, name: str, initial_state, step: Callable, evaluate: Callable,
@@ -48,20 +42,22 @@ def run_episodes(*, name: str, initial_state, step: Callable, evaluate: Callable
   `evaluate(state) -> {metric: value}`; the curve rows carry `episode` first.
   """
   os.makedirs(output_dir, exist_ok=True)
-  manager = tff.program.FileProgramStateManager(os.path.join(output_dir, 'checkpoints'),
-                                                keep_total=2)
-  checkpoints.check_csv(os.path.join(output_dir, 'curve.csv'), 'episode', allow_blank=False)
-  state, start = asyncio.run(checkpoints.load_latest(
-      manager, os.path.join(output_dir, 'checkpoints'), initial_state, name, unit='episode'))
-  if state is None:
-    state, start = initial_state, 0
-  else:
+  curve_path = os.path.join(output_dir, CURVE_FILE)
+  checkpoints.check_csv(curve_path, 'episode', allow_blank=False)
+  manager, state, start = asyncio.run(managers.restore(
+      output_dir, initial_state, name, unit='episode', keep_total=2))
+  if start:
     print(f'Resuming {name} from episode {start} ({output_dir}).', file=sys.stderr)
-  curve_path = os.path.join(output_dir, 'curve.csv')
-  curve = [r for r in read_curve(curve_path) if r['episode'] <= start]
+  curve = [r for r in read_curve(curve_path) if r['episode'] <= start] if start else []
+  release = managers.metric_releases(output_dir, CURVE_FILE, TENSORBOARD_EVAL_DIR, 'episode')
+
+  def record(state, episode: int) -> None:
+    metrics = evaluate(state)
+    curve.append({'episode': float(episode), **metrics})
+    asyncio.run(release.release(metrics, key=episode))   # drops rows at and past `episode`
+
   if start == 0:
-    curve = [{'episode': 0.0, **evaluate(state)}]
-  _write_curve(curve_path, curve)
+    record(state, 0)
   bar = None
   if show_progress:
     from tqdm import tqdm  # pylint: disable=g-import-not-at-top
@@ -70,8 +66,7 @@ def run_episodes(*, name: str, initial_state, step: Callable, evaluate: Callable
   for episode in range(start + 1, episodes + 1):
     state = step(state, episode)
     if episode % eval_every == 0 or episode == episodes:
-      curve.append({'episode': float(episode), **evaluate(state)})
-      _write_curve(curve_path, curve)
+      record(state, episode)
       if bar is not None:
         bar.set_postfix({k: f'{v:.4f}' for k, v in list(curve[-1].items())[1:3]}, refresh=False)
     if episode % checkpoint_every == 0 or episode == episodes:

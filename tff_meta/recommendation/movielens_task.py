@@ -21,6 +21,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from tff_meta.analysis.tables import markdown_table
 from tff_meta.data.movielens import RatingsDataset, load_movielens
 from tff_meta.data.types import DataError
 from tff_meta.learning import losses
@@ -202,36 +203,35 @@ def _extra_table(blocks: List[Tuple[str, List[dict]]]) -> List[str]:
   rows = [(label, r) for label, block in blocks for r in block if EXTRA_METRICS[0] in r]
   if not rows:
     return []
-  lines = ['', 'Not in the paper (the paper\'s Precision@k counts rating 5 only):', '',
-           '| setting | method | ' + ' | '.join(EXTRA_HEADERS) + ' |',
-           '|---|---|' + '---|' * len(EXTRA_HEADERS)]
-  for label, r in rows:
-    cells = [f'{100 * r[m]:.2f}%' if m.startswith('precision') else f'{r[m]:.4f}'
-             for m in EXTRA_METRICS]
-    lines.append(f'| {label} | {r["method"]} | ' + ' | '.join(cells) + ' |')
-  return lines
+  return ['', 'Not in the paper (the paper\'s Precision@k counts rating 5 only):', '',
+          markdown_table(['setting', 'method', *EXTRA_HEADERS],
+                         [[label, r['method'], *(f'{100 * r[m]:.2f}%' if m.startswith('precision')
+                                                 else f'{r[m]:.4f}' for m in EXTRA_METRICS)]
+                          for label, r in rows])]
 
 
 def format_table(blocks: List[Tuple[str, List[dict]]]) -> str:
   """Table 3 layout: per "p% Support" block, RMSE and Precision@k per method, then the
   relative improvement of MAML over NN(pre-trained); then which methods do not beat the bias
   baseline's RMSE, the extra metrics' table and the parameter counts."""
-  lines = [f'| setting | method | RMSE | Precision@1 | Precision@3 | Precision@10 |',
-           '|---|---|---|---|---|---|']
+  table = []
   for label, rows in blocks:
     by = {r['method']: r for r in rows}
     for r in rows:
-      cells = [f'{r["rmse"]:.4f}'] + [f'{100 * r[f"precision@{k}"]:.2f}%' for k in K_VALUES]
-      lines.append(f'| {label} | {r["method"]} | ' + ' | '.join(cells) + ' |')
+      table.append([label, r['method'], f'{r["rmse"]:.4f}',
+                    *(f'{100 * r[f"precision@{k}"]:.2f}%' for k in K_VALUES)])
     if 'MAML' in by and 'NN(pre-trained)' in by:
       m, n = by['MAML'], by['NN(pre-trained)']
-      cells = [f'{100 * (n["rmse"] - m["rmse"]) / n["rmse"]:.2f}%'] + [
-          f'{100 * (m[k] - n[k]) / n[k]:.2f}%' if n[k] else 'n/a'
-          for k in (f'precision@{k}' for k in K_VALUES)]
-      lines.append(f'| {label} | Improvement (MAML vs NN(pre-trained)) | ' + ' | '.join(cells) + ' |')
+      table.append([label, 'Improvement (MAML vs NN(pre-trained))',
+                    f'{100 * (n["rmse"] - m["rmse"]) / n["rmse"]:.2f}%',
+                    *(f'{100 * (m[k] - n[k]) / n[k]:.2f}%' if n[k] else 'n/a'
+                      for k in (f'precision@{k}' for k in K_VALUES))])
+  lines = [markdown_table(['setting', 'method', 'RMSE', *(f'Precision@{k}' for k in K_VALUES)],
+                          table)]
   lines += _floor_notes(blocks) + _extra_table(blocks)
   sizes = {r['method']: r for _, rows in blocks for r in rows if r.get('model_params')}
   if sizes:
-    lines += ['', '| method | # parameters: algorithm | model |', '|---|---|---|']
-    lines += [f'| {m} | {r["algorithm_params"]} | {r["model_params"]} |' for m, r in sizes.items()]
+    lines += ['', markdown_table(['method', '# parameters: algorithm', 'model'],
+                                 [[m, r['algorithm_params'], r['model_params']]
+                                  for m, r in sizes.items()])]
   return '\n'.join(lines)

@@ -19,6 +19,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from tff_meta.analysis.tables import markdown_table
 from tff_meta.learning import losses
 from tff_meta.models import build_model_spec
 from tff_meta.recommendation import baselines, event_log, methods, metrics, service
@@ -173,19 +174,19 @@ DEFAULT_METHODS = ('nn_unified', 'mfu', 'mru', 'nb', 'lr_self', 'nn_self', 'maml
 
 def format_table(blocks: List[Tuple[str, List[dict]]]) -> str:
   """Table 6 layout (Top 1 / Top 4 per support block), then Table 5 (parameter counts)."""
-  lines = ['| setting | method | ' + ' | '.join(f'{label} Top 1 | {label} Top 4'
-                                               for label, _ in blocks) + ' |',
-           '|---|---|' + '---|---|' * len(blocks)]
   order = []
   for _, rows in blocks:
     order += [r for r in rows if r['method'] not in [o['method'] for o in order]]
+  table = []
   for first in order:
     cells = []
     for _, rows in blocks:
       r = next((x for x in rows if x['method'] == first['method']), None)
-      cells += ([f'{100 * r["top1"]:.2f}%', f'{100 * r["top4"]:.2f}%'] if r else ['', ''])
-    lines.append(f'| {first["setting"]} | {first["method"]} | ' + ' | '.join(cells) + ' |')
-  lines += ['', '| method | # parameters: algorithm | model |', '|---|---|---|']
-  lines += [f'| {r["method"]} | {r["algorithm_params"]} | {r["model_params"]} |'
-            for r in order if r['setting'] in ('META', 'MIXED')]
+      cells += ([f'{100 * r[f"top{k}"]:.2f}%' for k in K_VALUES] if r else [''] * len(K_VALUES))
+    table.append([first['setting'], first['method'], *cells])
+  lines = [markdown_table(['setting', 'method', *(f'{label} Top {k}' for label, _ in blocks
+                                                  for k in K_VALUES)], table),
+           '', markdown_table(['method', '# parameters: algorithm', 'model'],
+                              [[r['method'], r['algorithm_params'], r['model_params']]
+                               for r in order if r['setting'] in ('META', 'MIXED')])]
   return '\n'.join(lines)

@@ -1,0 +1,168 @@
+"""Reading TFF's SqlClientData files (TFF 0.87's `tff.simulation.datasets` downloads), offline.
+
+The files hold table `examples(split_name, client_id,
+serialized_example_proto)` of serialized `tf.train.Example`s and table
+`client_metadata(client_id, split_name, num_examples)`. `sqlite_path` checks
+the file first, so a missing file raises `DataError` naming the path to place
+instead of letting TFF try a download (which fails offline).
+
+`read_clients` reads in bulk: one sqlite query per split (per chunk of client
+ids when `max_clients` keeps a subset) and `tf.io.parse_example` over all
+rows, in the sqlite scan (rowid) order that TFF's per-client `SqlDataset`
+query uses, so every client's arrays are identical to iterating
+`ClientData.create_tf_dataset_for_client`, which `read_via_tff` does (slower;
+checked by the tests). Client ids are sorted (as `SqlClientData.client_ids`).
+The loaders are in `tff_native` (EMNIST, Shakespeare, CIFAR-100) and
+`stackoverflow`.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sqlite3
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tff_meta.data.types import DataError
+
+SPLITS = ('train', 'test', 'all')
+_PARSE_CHUNK = 10000  # rows per tf.io.parse_example call
+_IDS_PER_QUERY = 500  # client ids per `IN (...)` query (sqlite variable limit)
+
+
+def cache_folder(cache_dir: Optional[str]) -> str:
+  """The folder TFF's loaders use: `cache_dir`, or TFF's default `~/.tff`."""
+  return cache_dir if cache_dir is not None else os.path.join(os.path.expanduser('~'), '.tff')
+
+
+def sqlite_path(cache_dir: Optional[str], filename: str) -> str:
+  """The file TFF's loader reads, checked to exist (no download is tried)."""
+  folder = cache_folder(cache_dir)
+  path = os.path.join(folder, filename)
+  if not os.path.isfile(path):
+    raise DataError(
+        f'TFF dataset file not found: {path!r} (folder {folder!r} '
+        f'{"exists" if os.path.isdir(folder) else "does not exist"}). Either '
+        f'run tff.simulation.datasets once on a machine with internet using '
+        f'cache_dir={folder!r}, which downloads and decompresses it there, or '
+        f'copy an existing {filename} into that folder.')
+  return path
+
+
+def split_names(split: str, train: str, test: str) -> Tuple[str, ...]:
+  """The file's split names of 'train', 'test' or 'all' (train then test)."""
+  if split not in SPLITS:
+    raise DataError(f'split must be one of {SPLITS}, got {split!r}.')
+  return {'train': (train,), 'test': (test,), 'all': (train, test)}[split]
+
+
+def connect(path: str) -> sqlite3.Connection:
+  """A read-only connection to a SqlClientData file, checked to have its two tables."""
+  try:
+    conn = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
+    tables = {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+  except sqlite3.DatabaseError as e:
+    raise DataError(f'{path!r} is not a readable sqlite file ({e}); '
+                    're-download it with tff.simulation.datasets.') from e
+  if not {'examples', 'client_metadata'} <= tables:
+    raise DataError(
+        f'{path!r} lacks the tables `examples` and `client_metadata` of '
+        f"TFF's SqlClientData format (has {sorted(tables)}); re-download it.")
+  return conn
+
+
+def sorted_client_ids(conn: sqlite3.Connection, path: str, splits: Sequence[str],
+                      max_clients: int) -> List[str]:
+  """The sorted client ids of `splits` (the first `max_clients` when > 0)."""
+  marks = ','.join('?' * len(splits))
+  ids = sorted(r[0] for r in conn.execute(
+      f'SELECT DISTINCT client_id FROM client_metadata '
+      f'WHERE split_name IN ({marks})', tuple(splits)))
+  if not ids:
+    raise DataError(f'{path!r} has no clients in splits {list(splits)}.')
+  return ids[:max_clients] if max_clients > 0 else ids
+
+
+def parse_rows(blobs: Sequence[bytes], spec,
+                casts: Optional[Dict[str, type]]) -> Dict[str, np.ndarray]:
+  """Parsed features of serialized examples, in chunks; `casts` narrows dtypes."""
+  casts = casts or {}
+  chunks = collections.defaultdict(list)
+  for start in range(0, len(blobs), _PARSE_CHUNK):
+    parsed = tf.io.parse_example(
+        tf.constant(blobs[start:start + _PARSE_CHUNK]), spec)
+    for k, v in parsed.items():
+      chunks[k].append(v.numpy().astype(casts.get(k, v.dtype.as_numpy_dtype),
+                                        copy=False))
+  return {k: (np.concatenate(chunks[k]) if chunks[k] else
+              np.zeros((0,) + tuple(s.shape),
+                       casts.get(k, s.dtype.as_numpy_dtype)))
+          for k, s in spec.items()}
+
+
+def read_split(conn: sqlite3.Connection, split: str,
+               client_ids: Sequence[str], spec, subset: bool = False,
+               casts: Optional[Dict[str, type]] = None,
+               ) -> Dict[str, Dict[str, np.ndarray]]:
+  """client id -> parsed features of its rows in one split, in rowid order.
+
+  subset=True selects the clients in SQL (chunks of ids, each query in rowid
+  order, so every client's rows keep rowid order) instead of scanning the
+  whole split: much faster when `max_clients` keeps few of many clients.
+  """
+  wanted = set(client_ids)
+  if subset:
+    rows = []
+    for start in range(0, len(client_ids), _IDS_PER_QUERY):
+      chunk = tuple(client_ids[start:start + _IDS_PER_QUERY])
+      rows.extend(conn.execute(
+          'SELECT client_id, serialized_example_proto FROM examples '
+          f'WHERE split_name = ? AND client_id IN ({",".join("?" * len(chunk))})'
+          ' ORDER BY rowid', (split,) + chunk))
+  else:
+    rows = [r for r in conn.execute(
+        'SELECT client_id, serialized_example_proto FROM examples '
+        'WHERE split_name = ? ORDER BY rowid', (split,)) if r[0] in wanted]
+  features = parse_rows([r[1] for r in rows], spec, casts)
+  positions = collections.defaultdict(list)
+  for i, (cid, _) in enumerate(rows):
+    positions[cid].append(i)
+  return {cid: {k: v[np.asarray(positions[cid], dtype=np.int64)]
+                for k, v in features.items()} for cid in client_ids}
+
+
+def read_clients(path: str, splits: Sequence[str], max_clients: int, spec,
+                 casts: Optional[Dict[str, type]] = None,
+                 ) -> Dict[str, List[Dict[str, np.ndarray]]]:
+  """client id -> one feature dict per split (in `splits` order)."""
+  conn = connect(path)
+  try:
+    ids = sorted_client_ids(conn, path, splits, max_clients)
+    per_split = [read_split(conn, split, ids, spec, max_clients > 0, casts)
+                 for split in splits]
+  finally:
+    conn.close()
+  return {cid: [features[cid] for features in per_split] for cid in ids}
+
+
+def read_via_tff(
+    client_datas, max_clients: int,
+    keys: Sequence[str]) -> Dict[str, List[Dict[str, np.ndarray]]]:
+  """Same as `read_clients`, through `ClientData.create_tf_dataset_for_client`."""
+  ids = sorted(set().union(*(cd.client_ids for cd in client_datas)))
+  ids = ids[:max_clients] if max_clients > 0 else ids
+  out = {}
+  for cid in ids:
+    parts = []
+    for cd in client_datas:
+      if cid in cd.client_ids:
+        rows = list(cd.create_tf_dataset_for_client(cid).as_numpy_iterator())
+      else:
+        rows = []
+      parts.append({k: np.array([r[k] for r in rows]) for k in keys})
+    out[cid] = parts
+  return out
