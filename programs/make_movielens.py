@@ -13,8 +13,11 @@ holds a u.data not written by this program is left alone (error).
 With --stats it then prints the folder's baseline statistics beside real
 ml-100k's (issue #15; `tff_meta.recommendation.calibration`): the bias
 baseline's and item-bias-only RMSE and the item-mean ranking's Precision@k,
-with chronological and random query sets. --stats_of=<folder> prints them for
-an existing folder (e.g. your real ml-100k) without writing anything.
+with chronological and random query sets; for the written folder also the
+oracle's (`oracle_*`: predicting each rating's expected stars, which the
+generator knows, on the same query sets; the most the generated data allows).
+--stats_of=<folder> prints them for an existing folder (e.g. your real
+ml-100k) without writing anything (no oracle: only the generator knows it).
 """
 
 import os
@@ -29,7 +32,8 @@ from tff_meta.recommendation import calibration
 
 flags.DEFINE_string('output_dir', '', 'Folder to write (created if missing).')
 flags.DEFINE_integer('seed', 0, 'Seed of the generator.')
-flags.DEFINE_bool('stats', False, 'Print the written folder\'s calibration statistics.')
+flags.DEFINE_bool('stats', False, 'Print the written folder\'s calibration statistics and the '
+                  'oracle\'s (expected ratings) on the same query sets.')
 flags.DEFINE_string('stats_of', '', 'Only print the calibration statistics of this existing '
                     'ml-100k-shaped folder (nothing is written).')
 FLAGS = flags.FLAGS
@@ -58,7 +62,9 @@ def main(argv):
     check_folder(FLAGS.output_dir)
     movielens_synth.write(FLAGS.output_dir, seed=FLAGS.seed)
     if FLAGS.stats:
-      print(calibration.format_statistics(calibration.statistics(load_movielens(FLAGS.output_dir))))
+      ds = load_movielens(FLAGS.output_dir)
+      oracle = calibration.oracle_statistics(ds, movielens_synth.expected_ratings(FLAGS.seed))
+      print(calibration.format_statistics({**calibration.statistics(ds), **oracle}))
   except (DataError, OSError) as e:      # one line, no traceback; no TensorFlow import needed
     problem = e if isinstance(e, DataError) else f'cannot write {FLAGS.output_dir}: {e.strerror}.'
     print(f'error: {problem}', file=sys.stderr)

@@ -1,6 +1,7 @@
 """Tests for tff_meta.data.movielens_synth and programs/make_movielens.py: the generated folder
 has ml-100k's public statistics, a bias and a latent (genre) structure, and is deterministic."""
 
+import math
 import os
 import subprocess
 import sys
@@ -111,8 +112,10 @@ def test_program_writes_the_generated_folder_and_protects_real_data(tmp_path):
   out = _program(f'--output_dir={tmp_path / "gen"}', '--seed=2')
   assert out.returncode == 0, out.stderr
   assert (tmp_path / 'gen' / 'u.data').read_text() == movielens_synth.generate(2)['u.data']
-  again = _program(f'--output_dir={tmp_path / "gen"}', '--seed=2')   # its own folder: rewritten
+  again = _program(f'--output_dir={tmp_path / "gen"}', '--seed=2', '--stats')   # rewritten
   assert again.returncode == 0, again.stderr
+  assert '| bias_rmse_chronological |' in again.stdout
+  assert '| oracle_p@1_chronological |' in again.stdout    # its expected ratings, seed 2
   real = tmp_path / 'real'
   real.mkdir()
   (real / 'u.data').write_text('1\t1\t5\t881250949\n')
@@ -140,6 +143,32 @@ def test_calibrated_to_the_real_ml100k_baselines(folder):
     assert abs(stats[key] - real[key]) < (0.11 if key.startswith('item_p4') else 0.09), key
   assert stats['bias_rmse_chronological'] > stats['bias_rmse_random'] + 0.01
   assert stats['item_p@1_chronological'] < stats['item_p@1_random'] - 0.1
+
+
+def test_expected_stars_by_hand():
+  """Ten scores: the rank classes' shares put the cut-offs (halfway between neighbours) after the
+  1st, 2nd, 4th and 8th sorted score (shares 0.061 / 0.114 / 0.271 /
+  0.342 / 0.212 of 10, rounded cumulatively); E[stars | m] = 1 + sum_k Phi((m - t_k) / sd)."""
+  scores = np.array([9.0, 0.0, 2.0, 4.0, 1.0, 6.0, 3.0, 7.0, 5.0, 8.0])
+  assert movielens_synth._stars(scores).tolist() == [5, 1, 3, 4, 2, 4, 3, 4, 4, 5]
+  cuts = (0.5, 1.5, 3.5, 7.5)
+  phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))
+  means = np.array([-50.0, 1.5, 4.0, 50.0])
+  want = [1 + sum(phi((m - t) / 2.0) for t in cuts) for m in means]
+  np.testing.assert_allclose(movielens_synth.expected_stars(means, scores, 2.0), want, rtol=1e-12)
+  assert want[0] == pytest.approx(1) and want[-1] == pytest.approx(5)
+
+
+def test_expected_ratings_are_the_ratings_without_their_noise(table):
+  """Every rating has one; their mean is the stars' mean, and they rise with the stars."""
+  expected = movielens_synth.expected_ratings(0)
+  assert set(expected) == set(zip(table[:, 0].tolist(), table[:, 1].tolist()))
+  e = np.array([expected[u, i] for u, i in table[:, :2].tolist()])
+  assert 1 <= e.min() and e.max() <= 5
+  assert abs(e.mean() - table[:, 2].mean()) < 0.005
+  by_star = [e[table[:, 2] == k].mean() for k in range(1, 6)]
+  assert np.all(np.diff(by_star) > 0.5)
+  assert _rmse(e - table[:, 2]) < 0.8           # the bias baseline: about 0.95
 
 
 def test_knobs_change_the_ratings_deterministically():

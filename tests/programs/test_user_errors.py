@@ -451,6 +451,8 @@ def test_reproduce_damaged_paper_table(runner, tmp_path):
     (['--config=configs/recommend/movielens_p80.toml', '--data_path=/nonexistent/ml'],
      '/nonexistent/ml'),
     (['--config=configs/recommend/movielens_p80.toml', '--model=mlp'], 'model must be one of'),
+    (['--config=configs/recommend/movielens_p80.toml', '--rating_init=zeros'],
+     'rating_init must be one of keras, bias'),
     (['--config=configs/recommend/movielens_p80.toml', '--validation_fraction=1'],
      'validation_fraction must be in [0, 1)'),
     (['--config=configs/recommend/movielens_p80.toml', '--meta_optimizer=sgd'],

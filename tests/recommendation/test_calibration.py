@@ -17,13 +17,24 @@ def folder(tmp_path_factory):
   return ml100k_files.write(tmp_path_factory.mktemp('ml'), num_users=20, num_items=45, seed=3)
 
 
-def _reference(ds):
-  """Plain numpy, chronological query sets: the three baselines of the module doc by hand."""
+def _users(ds):
+  """Plain numpy: the seed-0 split into (training users, test users)."""
   ids = sorted(ds.clients, key=int)
   order = np.random.default_rng([0, 6]).permutation(len(ids))
   n_train = int(round(0.8 * len(ids)))
-  train = [ids[i] for i in sorted(order[:n_train])]
-  test = [ids[i] for i in sorted(order[n_train:])]
+  return [ids[i] for i in sorted(order[:n_train])], [ids[i] for i in sorted(order[n_train:])]
+
+
+def _query(ds, u):
+  """A test user's chronological query set (the last 20%): (items, ratings)."""
+  it, r = ds.clients[u].features['item'], ds.clients[u].ratings.astype(float)
+  n_s = int(np.floor(0.8 * len(r) + 0.5))
+  return it[n_s:], r[n_s:]
+
+
+def _reference(ds):
+  """Plain numpy, chronological query sets: the three baselines of the module doc by hand."""
+  train, test = _users(ds)
   items = np.concatenate([ds.clients[u].features['item'] for u in train])
   ratings = np.concatenate([ds.clients[u].ratings for u in train]).astype(float)
   mu = ratings.mean()
@@ -59,6 +70,34 @@ def test_statistics_match_a_plain_reference(folder):
   assert set(calibration.REAL_ML100K) == set(stats)
   table = calibration.format_statistics(stats)
   assert '| bias_rmse_random |' in table and '0.9318' in table
+
+
+def test_oracle_statistics_by_hand(folder):
+  """The oracle predicts given expected ratings on the test users' query sets; by hand: its
+  RMSE, and Precision@1 / @3 of ranking by them (relevant = 5, and >= 4 at 1)."""
+  ds = load_movielens(folder)
+  expected = {(int(u), int(i)): 1.0 + ((7 * int(u) + 3 * int(i)) % 41) / 10.0
+              for u, c in ds.clients.items() for i in c.features['item']}
+  stats = calibration.oracle_statistics(ds, expected)
+  errors, p1, p3, p4_1 = [], [], [], []
+  for u in _users(ds)[1]:
+    items, r = _query(ds, u)
+    predicted = np.array([expected[int(u), int(i)] for i in items])
+    errors.append(predicted - r)
+    top = [j for _, j in sorted(zip(-predicted, range(len(r))))]   # ties: query order
+    p1.append(float(r[top[0]] == 5))
+    p3.append(np.mean([r[j] == 5 for j in top[:min(3, len(r))]]))
+    p4_1.append(float(r[top[0]] >= 4))
+  assert stats['oracle_rmse_chronological'] == pytest.approx(
+      np.sqrt(np.mean(np.concatenate(errors) ** 2)), rel=1e-9)
+  assert stats['oracle_p@1_chronological'] == pytest.approx(np.mean(p1))
+  assert stats['oracle_p@3_chronological'] == pytest.approx(np.mean(p3))
+  assert stats['oracle_p4@1_chronological'] == pytest.approx(np.mean(p4_1))
+  assert {k.split('_')[1] for k in stats} == {'rmse', 'p@1', 'p@3', 'p@10', 'p4@1', 'p4@3', 'p4@10'}
+  assert stats['oracle_rmse_random'] != stats['oracle_rmse_chronological']
+  expected = {(u, i): v for (u, i), v in expected.items() if u != int(_users(ds)[1][0])}
+  with pytest.raises(ValueError, match='No expected rating'):
+    calibration.oracle_statistics(ds, expected)
 
 
 def _cfg(folder, **overrides):

@@ -10,7 +10,7 @@ import pytest
 from tests.recommendation import ml100k_files
 from tff_meta.config_file import ConfigError
 from tff_meta.data.movielens import SPLITS, load_movielens
-from tff_meta.recommendation import config, movielens_task, tasks
+from tff_meta.recommendation import config, methods, movielens_task, tasks
 from tff_meta.registry import UnknownNameError
 
 
@@ -117,3 +117,26 @@ def test_bias_start_takes_the_training_users_item_biases(folder):
   np.testing.assert_array_equal(keras[3], 0.0)
   np.testing.assert_array_equal(keras[4], 0.0)
   np.testing.assert_array_equal(keras[0], w[0])                        # same deep path
+
+
+def test_a_meta_batch_is_clients_per_episode_distinct_training_users(folder, monkeypatch):
+  """MAML's episode e sends `clients_per_episode` distinct training users, drawn by (seed, e), to
+  one FedMeta round (whose server averages their meta-gradients: test_rating_meta)."""
+  seen = {}
+
+  def fake(cfg, *, train_batch, **kwargs):
+    seen.update({e: train_batch(e) for e in (1, 2)})
+    return methods.MethodResult(kwargs['display'], {})
+
+  monkeypatch.setattr(methods, 'meta_learning', fake)
+  cfg = _cfg(folder, clients_per_episode=4, seed=3)
+  data = movielens_task.prepare(cfg)
+  movielens_task.METHODS.get('maml')(cfg, data, False)
+  train = {e.user: e for e in data.tasks.train}
+  for episode, batch in seen.items():
+    users = [next(u for u, e in train.items() if np.array_equal(e.query_y, b['query_y'])
+                  and np.array_equal(e.support_x, b['support_x'])) for b in batch]
+    assert len(set(users)) == 4
+    order = np.random.default_rng([3, episode]).choice(len(train), 4, replace=False)
+    assert users == [data.tasks.train[i].user for i in order]
+  assert [b['query_y'].tolist() for b in seen[1]] != [b['query_y'].tolist() for b in seen[2]]

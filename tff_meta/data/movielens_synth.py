@@ -34,15 +34,24 @@ their ml-100k values (docs/RESULTS.md section 8). The scores are mapped to
 stars by rank so that the histogram is exactly `STAR_SHARES`. Everything is
 drawn from one `np.random.Generator` seeded by `seed`: the same seed (and
 knobs) writes byte-identical files.
+
+`expected_ratings(seed)` gives each rating's expected stars, the oracle
+(issue #15: what the generated data allows a predictor to reach). A rating's
+stars are its score's rank class; with the rank cut-offs t_1 < ... < t_4
+between the classes held fixed (100,000 scores make them all but
+deterministic) and m the score without its noise, E[stars] = 1 + sum_k
+Phi((m - t_k) / noise_sd). It and P(stars = 5) both rise with m, so ranking
+by it is also the best ranking for Precision@k with relevant = rating 5.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict
+from typing import Dict, Tuple
 
 import numpy as np
+from scipy import special
 
 from tff_meta.data.movielens import GENRES
 
@@ -129,13 +138,26 @@ def _choose_items(rng, counts, popularity) -> list:
   return chosen
 
 
+def _bounds(n: int) -> np.ndarray:
+  """Ranks (in ascending score order) where stars 2..5 begin: `STAR_SHARES` of n."""
+  return np.rint(np.cumsum(STAR_SHARES[:-1]) * n).astype(np.int64)
+
+
 def _stars(scores: np.ndarray) -> np.ndarray:
   """Stars 1-5 by rank of the score, in exactly `STAR_SHARES` proportions."""
-  bounds = np.rint(np.cumsum(STAR_SHARES) * len(scores)).astype(np.int64)
   stars = np.empty(len(scores), np.int64)
-  stars[np.argsort(scores, kind='stable')] = np.searchsorted(bounds, np.arange(len(scores)),
-                                                             side='right') + 1
+  stars[np.argsort(scores, kind='stable')] = np.searchsorted(
+      _bounds(len(scores)), np.arange(len(scores)), side='right') + 1
   return stars
+
+
+def expected_stars(means: np.ndarray, scores: np.ndarray, noise_sd: float) -> np.ndarray:
+  """E[stars] of each score mean (noise N(0, noise_sd)) with `_stars`' cut-offs of `scores` held
+  fixed, each halfway between the last score of a class and the first of the next (module doc)."""
+  ordered = np.sort(scores, kind='stable')
+  bounds = _bounds(len(scores))
+  cuts = (ordered[bounds - 1] + ordered[bounds]) / 2
+  return 1.0 + special.ndtr((means[:, None] - cuts[None, :]) / noise_sd).sum(axis=1)
 
 
 def _timestamps(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -205,6 +227,19 @@ def _time_order(rng, chosen, popularity, strength: float) -> list:
 
 def generate(seed: int = 0, knobs: Knobs = Knobs()) -> Dict[str, str]:
   """The files of one generated ml-100k-shaped folder: {file name: text}."""
+  return _draw(seed, knobs)[0]
+
+
+def expected_ratings(seed: int = 0, knobs: Knobs = Knobs()) -> Dict[Tuple[int, int], float]:
+  """{(user id, item id): expected stars} of every rating of `generate(seed, knobs)` (the
+  oracle's prediction, module doc); ids are u.data's (1-based)."""
+  users, items, means, scores = _draw(seed, knobs)[1]
+  return dict(zip(zip((users + 1).tolist(), (items + 1).tolist()),
+                  expected_stars(means, scores, knobs.noise_sd).tolist()))
+
+
+def _draw(seed: int, knobs: Knobs):
+  """(the files, (user index, item index, score mean, score) of every rating)."""
   k = knobs
   rng = np.random.default_rng([seed, 100_000])
   user_lines, ages, female, occupations = _users(rng)
@@ -232,18 +267,19 @@ def generate(seed: int = 0, knobs: Knobs = Knobs()) -> Dict[str, str]:
   # Position of each rating in its user's time order, in [0, 1].
   position = np.concatenate([np.linspace(0, 1, n) for n in counts])
   user_part = b_user[users] + np.einsum('nf,nf->n', p[users], q[items])
-  scores = (user_part * (1 + k.early_extremeness * (1 - 2 * position))
-            + drift[users] * (position - 0.5) + b_item[items]
-            + rng.normal(0, k.noise_sd, len(items)))
+  means = (user_part * (1 + k.early_extremeness * (1 - 2 * position))
+           + drift[users] * (position - 0.5) + b_item[items])
+  scores = means + rng.normal(0, k.noise_sd, len(items))
   stars = _stars(scores)
   times = np.concatenate([_timestamps(rng, int(n)) for n in counts])
   order = rng.permutation(len(items))              # u.data is not sorted
   data = [f'{users[k] + 1}\t{items[k] + 1}\t{stars[k]}\t{times[k]}' for k in order]
   readme = (f'{README_START} (seed {seed}): NOT MovieLens data.\n'
             'ml-100k-shaped files for development; see the module docstring.\n')
-  return {'u.data': '\n'.join(data) + '\n', 'u.user': '\n'.join(user_lines) + '\n',
-          'u.item': '\n'.join(item_lines) + '\n', 'u.occupation': '\n'.join(occupations) + '\n',
-          'README': readme}
+  files = {'u.data': '\n'.join(data) + '\n', 'u.user': '\n'.join(user_lines) + '\n',
+           'u.item': '\n'.join(item_lines) + '\n',
+           'u.occupation': '\n'.join(occupations) + '\n', 'README': readme}
+  return files, (users, items, means, scores)
 
 
 def write(folder: str, seed: int = 0, knobs: Knobs = Knobs()) -> str:

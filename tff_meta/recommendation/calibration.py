@@ -15,11 +15,20 @@ TensorFlow, from the task's own split (`tasks.rating_tasks`), baselines
                     training user rated gets mu)
   item_p4@k_S       the same ranking, relevant = rating >= 4
 with S in (chronological, random) and k in (1, 3, 10).
+
+A generated folder knows each rating's expected stars
+(`movielens_synth.expected_ratings`); `oracle_statistics` scores predicting
+them on the same test users' query sets, an upper bound of what the folder
+allows (no real-data counterpart):
+
+  oracle_rmse_S     RMSE of the expected stars
+  oracle_p@k_S      Precision@k (relevant = rating 5) of ranking by them
+  oracle_p4@k_S     the same ranking, relevant = rating >= 4
 """
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Iterator, Mapping, Tuple
 
 import numpy as np
 
@@ -51,18 +60,38 @@ def _item_means(items: np.ndarray, ratings: np.ndarray) -> Dict[int, float]:
   return dict(zip(ids.tolist(), (sums / counts).tolist()))
 
 
+def _item_users(ds: RatingsDataset) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+  """{user: (item ids [n, 1], ratings [n])}, in time order."""
+  return {u: (np.asarray(r.features['item'], np.int64)[:, None],
+              np.asarray(r.ratings, np.float64)) for u, r in ds.clients.items()}
+
+
+def _splits(users, seed: int, support_fraction: float, train_user_fraction: float
+            ) -> Iterator[Tuple[str, tasks.RatingTasks]]:
+  """(sampling, the task's split of `users`) for each of `SAMPLINGS`."""
+  for sampling in SAMPLINGS:
+    yield sampling, tasks.rating_tasks(
+        users, support_fraction=support_fraction, train_support_fraction=0.5,
+        train_user_fraction=train_user_fraction, seed=seed, sampling=sampling)
+
+
+def _precisions(name: str, ranked, truth) -> Dict[str, float]:
+  """{name_p@k_S-style keys: Precision@k, relevant = 5 then >= 4} (`name` ends in _S)."""
+  prefix, sampling = name.rsplit('_', 1)
+  out = {f'{prefix}_p@{k}_{sampling}': metrics.precision_at_k(ranked, truth, k) for k in K_VALUES}
+  out.update({f'{prefix}_p4@{k}_{sampling}': metrics.precision_at_k(ranked, truth, k, relevant=4.0)
+              for k in K_VALUES})
+  return out
+
+
 def statistics(ds: RatingsDataset, *, seed: int = 0, support_fraction: float = 0.8,
                train_user_fraction: float = 0.8, item_shrinkage: float = 25.0,
                user_shrinkage: float = 10.0) -> Dict[str, float]:
   """The module doc's statistics of `ds` (a loaded MovieLens-shaped folder)."""
-  users = {u: (np.asarray(r.features['item'], np.int64)[:, None],
-               np.asarray(r.ratings, np.float64)) for u, r in ds.clients.items()}
+  users = _item_users(ds)
   all_ratings = np.concatenate([y for _, y in users.values()])
   out = {f'stars_{k}': float(np.mean(all_ratings == k)) for k in range(1, 6)}
-  for sampling in SAMPLINGS:
-    split = tasks.rating_tasks(users, support_fraction=support_fraction,
-                               train_support_fraction=0.5, train_user_fraction=train_user_fraction,
-                               seed=seed, sampling=sampling)
+  for sampling, split in _splits(users, seed, support_fraction, train_user_fraction):
     items = np.concatenate([e.all_x[:, 0] for e in split.train])
     ratings = np.concatenate([e.all_y for e in split.train])
     mu, b_item = baselines.item_biases(items, ratings, item_shrinkage)
@@ -76,10 +105,26 @@ def statistics(ds: RatingsDataset, *, seed: int = 0, support_fraction: float = 0
     out[f'item_rmse_{sampling}'] = metrics.rmse(item_only, truth)
     means = _item_means(items, ratings)
     ranked = [np.array([means.get(int(i), mu) for i in e.query_x[:, 0]]) for e in split.test]
-    for k in K_VALUES:
-      out[f'item_p@{k}_{sampling}'] = metrics.precision_at_k(ranked, truth, k)
-    for k in K_VALUES:
-      out[f'item_p4@{k}_{sampling}'] = metrics.precision_at_k(ranked, truth, k, relevant=4.0)
+    out.update(_precisions(f'item_{sampling}', ranked, truth))
+  return out
+
+
+def oracle_statistics(ds: RatingsDataset, expected: Mapping[Tuple[int, int], float], *,
+                      seed: int = 0, support_fraction: float = 0.8,
+                      train_user_fraction: float = 0.8) -> Dict[str, float]:
+  """The module doc's oracle statistics: `expected` ({(user id, item id): expected stars},
+  `movielens_synth.expected_ratings`) as the prediction of each test user's query ratings."""
+  out = {}
+  for sampling, split in _splits(_item_users(ds), seed, support_fraction, train_user_fraction):
+    try:
+      predicted = [np.array([expected[int(e.user), int(i)] for i in e.query_x[:, 0]])
+                   for e in split.test]
+    except KeyError as missing:
+      raise ValueError(f'No expected rating for (user, item) {missing}: not the generator\'s '
+                       'folder?') from None
+    truth = [e.query_y for e in split.test]
+    out[f'oracle_rmse_{sampling}'] = metrics.rmse(predicted, truth)
+    out.update(_precisions(f'oracle_{sampling}', predicted, truth))
   return out
 
 

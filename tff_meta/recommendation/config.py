@@ -62,7 +62,10 @@ class RecommendConfig:
                           'rejecting an unsorted log.')
   episodes: int = option(
       5000, 'Meta-training episodes (and NN(pre-trained) pre-training episodes).')
-  clients_per_episode: int = option(1, 'Users per meta-training episode (the papers: 1).')
+  clients_per_episode: int = option(
+      1, 'MAML / Meta-SGD: users per meta-training episode, the meta-batch: the server averages '
+      'their meta-gradients into one meta-update (the papers: 1). NN(pre-trained) and '
+      'NN-unified take one user per step.')
   eval_every: int = option(500, 'Evaluate on the test users every N episodes (the curve).')
   checkpoint_every: int = option(500, 'Checkpoint every N episodes; a rerun resumes.')
   eval_users: int = option(0, 'Evaluate the curve on the first N test users (0 = all; the '
