@@ -58,6 +58,11 @@ def test_config_errors_name_the_key():
     config_lib.load(os.path.join(REPO, CONFIG), {'n_way': '7,3'}).validate()
   with pytest.raises(ConfigError, match="unknown key 'rounds_per_episode'"):
     config_lib.load(os.path.join(REPO, CONFIG), {'rounds_per_episode': 3})
+  with pytest.raises(ConfigError, match="test_prototypes must be one of previous, recomputed, "
+                     "got 'latest'"):
+    config_lib.load(os.path.join(REPO, CONFIG), {'test_prototypes': 'latest'}).validate()
+  assert config_lib.load(os.path.join(REPO, CONFIG), {'test_prototypes': 'recomputed'}
+                         ).validate().hparams().test_prototypes == 'recomputed'
   cfg = config_lib.load(os.path.join(REPO, CONFIG), {'test_rounds': '1,2', 'n_way': '3,7'})
   assert cfg.test_rounds == (1, 2) and cfg.ways == 7 and cfg.n_way_arg == (3, 7)
 
