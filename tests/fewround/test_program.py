@@ -41,6 +41,8 @@ def test_runs_and_writes_results(tmp_path):
   accuracy = results[0]['accuracy']
   assert set(accuracy) == {'1', '2'} and all(a['episodes'] == 2 for a in accuracy.values())
   assert all(0.0 <= a['mean'] <= 1.0 for a in accuracy.values())
+  for a in accuracy.values():   # every episode's accuracy, for paired comparisons
+    assert len(a['per_episode']) == 2 and np.isclose(np.mean(a['per_episode']), a['mean'])
   assert '| fedavg |' in (out / 'results.md').read_text()
 
 
