@@ -3,10 +3,12 @@
 Checks: models and prototypes are averaged with support-set sizes (per class,
 over the clients holding the class), meta-updated models with data sizes;
 prototypes use support data only; `next` equals the round-by-round episode;
-deployment evaluates with the nearest global prototype.
+deployment evaluates with the nearest global prototype, P_{R-1} or (test_prototypes =
+recomputed) P_R at theta_R.
 """
 
 import collections
+import dataclasses
 
 import numpy as np
 import pytest
@@ -121,6 +123,55 @@ def test_deployment_predicts_nearest_global_prototype(built, tff_context):
     d = ((f[:, None, :] - round_state['protos'][None]) ** 2).sum(-1)
     correct += int((d.argmin(1) == c['query_y']).sum())
   assert got['correct'] == correct
+
+
+def _nearest_correct(embed, theta, protos, mask, data):
+  """Queries whose nearest present prototype has their class (NumPy)."""
+  correct = 0
+  for c in data:
+    f = in_graph(embed, list(theta), c['query_x'])
+    d = ((f[:, None, :] - protos[None]) ** 2).sum(-1)
+    d[:, mask == 0] = np.inf
+    correct += int((d.argmin(1) == c['query_y']).sum())
+  return correct
+
+
+def test_recomputed_test_prototypes_are_eq1_at_theta_r(built, tff_context):
+  # test_prototypes = recomputed: after R rounds the queries are scored with theta_R and P_R,
+  # the support-size weighted class means of f_{theta_R} (over the clients holding the class),
+  # not with the round's P_{R-1}; the server's own state is left as it was.
+  model, hp, _ = built
+  data = clients()
+  previous = P.build_round(model, hp, P.data_spec(SHAPE))
+  recomputed = P.build_round(model, dataclasses.replace(hp, test_prototypes='recomputed'),
+                             P.data_spec(SHAPE))
+  state = previous[0](model.initial_weights)
+  for _ in range(2):
+    state, _ = previous[1](state, data)
+  theta = list(state['theta'])
+  embed = lambda theta, x: model.embed(theta, x)
+  sums, weights = np.zeros((WAYS, model.feature_dim)), np.zeros(WAYS)
+  for c in data:
+    f = in_graph(embed, theta, c['support_x'])
+    n = len(c['support_y'])
+    for k in np.unique(c['support_y']):
+      sums[k] += n * f[c['support_y'] == k].mean(0)
+      weights[k] += n
+  protos_r = (sums / weights[:, None]).astype(np.float32)
+  assert not np.allclose(protos_r, state['protos'], atol=1e-3)   # P_R differs from P_{R-1}
+  mask = np.ones(WAYS, np.float32)
+  got = recomputed[2](state, data)
+  assert got['correct'] == _nearest_correct(embed, theta, protos_r, mask, data)
+  assert got['num_examples'] == sum(len(c['query_y']) for c in data)
+  want_loss = 0.0
+  for c in data:
+    f = in_graph(embed, theta, c['query_x'])
+    logits = -((f[:, None, :] - protos_r[None]) ** 2).sum(-1).astype(np.float64)
+    lse = np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1)) + logits.max(1)
+    want_loss += float((lse - logits[np.arange(len(f)), c['query_y']]).sum())
+  np.testing.assert_allclose(got['loss_sum'], want_loss, rtol=1e-4)
+  old = previous[2](state, data)
+  assert old['correct'] == _nearest_correct(embed, theta, state['protos'], state['mask'], data)
 
 
 def test_head_lr_steps_the_linear_head_alone():

@@ -41,6 +41,8 @@ def test_runs_and_writes_results(tmp_path):
   accuracy = results[0]['accuracy']
   assert set(accuracy) == {'1', '2'} and all(a['episodes'] == 2 for a in accuracy.values())
   assert all(0.0 <= a['mean'] <= 1.0 for a in accuracy.values())
+  for a in accuracy.values():   # every episode's accuracy, for paired comparisons
+    assert len(a['per_episode']) == 2 and np.isclose(np.mean(a['per_episode']), a['mean'])
   assert '| fedavg |' in (out / 'results.md').read_text()
 
 
@@ -58,6 +60,11 @@ def test_config_errors_name_the_key():
     config_lib.load(os.path.join(REPO, CONFIG), {'n_way': '7,3'}).validate()
   with pytest.raises(ConfigError, match="unknown key 'rounds_per_episode'"):
     config_lib.load(os.path.join(REPO, CONFIG), {'rounds_per_episode': 3})
+  with pytest.raises(ConfigError, match="test_prototypes must be one of previous, recomputed, "
+                     "got 'latest'"):
+    config_lib.load(os.path.join(REPO, CONFIG), {'test_prototypes': 'latest'}).validate()
+  assert config_lib.load(os.path.join(REPO, CONFIG), {'test_prototypes': 'recomputed'}
+                         ).validate().hparams().test_prototypes == 'recomputed'
   cfg = config_lib.load(os.path.join(REPO, CONFIG), {'test_rounds': '1,2', 'n_way': '3,7'})
   assert cfg.test_rounds == (1, 2) and cfg.ways == 7 and cfg.n_way_arg == (3, 7)
 

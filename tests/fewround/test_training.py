@@ -97,6 +97,10 @@ def test_resuming_another_configuration_is_refused(tmp_path):
   experiment.prepare_output(cfg, out)
   os.makedirs(os.path.join(out, 'frl_distance', 'checkpoints', 'program_state_5'))
   experiment.prepare_output(config_lib.load(None, {'episodes': 20}), out)   # extends the run
+  # the test-time prototype rule does not enter the checkpointed state: a saved phi is
+  # re-scored with the other rule from the same folder
+  rescored = config_lib.load(None, {'episodes': 20, 'test_prototypes': 'recomputed'})
+  experiment.prepare_output(rescored, out)
   with pytest.raises(IncompatibleCheckpointError, match='inner_lr=0.1.*inner_lr=0.3'):
     experiment.prepare_output(config_lib.load(None, {'episodes': 20, 'inner_lr': 0.3}), out)
 

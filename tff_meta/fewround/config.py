@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 from tff_meta import config_file
 from tff_meta.config_file import ConfigError, option, table
 from tff_meta.fewround.meta_update import META_UPDATES
-from tff_meta.fewround.process import FewRoundHparams
+from tff_meta.fewround.process import TEST_PROTOTYPES, FewRoundHparams
 
 
 @dataclasses.dataclass
@@ -64,6 +64,11 @@ class FewRoundConfig:
       'client_adam', 'FRL meta-update (Alg. 1 lines 24-26): client_adam = one Adam step per '
       'client from a shared state, models and Adam slots averaged; server_adam = one server '
       'Adam step on the mean first-order meta-gradient.')
+  test_prototypes: str = option(
+      'previous', 'Prototypes the distance classifier scores test queries with after R '
+      'rounds: previous = P_{R-1}, computed at theta_{R-1} (the paper, Sec. 3.3); recomputed = '
+      'P_R, computed by the clients at theta_R on their support sets (one more prototype '
+      'upload). Deployment only; meta-training uses P_{R-1}.')
   checkpoint_every: int = option(
       50, 'Checkpoint meta-training / pre-training every this many episodes / rounds (a '
       'stopped run resumes from the last one).')
@@ -93,7 +98,7 @@ class FewRoundConfig:
                          gamma=self.gamma,
                          meta_lr=self.server_lr,
                          meta_lr_decay_episode=self.server_lr_decay_episode,
-                         meta_update=self.meta_update)
+                         meta_update=self.meta_update, test_prototypes=self.test_prototypes)
     return dataclasses.replace(hp, **overrides)
 
   def resolved_output_dir(self) -> str:
@@ -121,6 +126,9 @@ class FewRoundConfig:
     if self.meta_update not in META_UPDATES:
       raise ConfigError(f'meta_update must be one of {", ".join(META_UPDATES.names())}, '
                         f'got {self.meta_update!r}.')
+    if self.test_prototypes not in TEST_PROTOTYPES:
+      raise ConfigError(f'test_prototypes must be one of {", ".join(TEST_PROTOTYPES.names())}, '
+                        f'got {self.test_prototypes!r}.')
     if self.gamma < 0:
       raise ConfigError(f'gamma must be >= 0, got {self.gamma}.')
     return self

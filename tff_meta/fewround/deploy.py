@@ -4,7 +4,9 @@ FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 3.3): from phi_T the
 server sets theta_0 = phi_T, runs R rounds of federated learning with the
 test clients' support sets (the `round` computation of `process.py`), and
 predicts each query example with theta_R: by its nearest global prototype in
-P_{R-1} (distance classifier) or with the linear head. The accuracy of a test
+P_{R-1} (distance classifier) or with the linear head. With the config's
+`test_prototypes = "recomputed"` the distance classifier uses P_R instead,
+the prototypes the clients compute at theta_R (`process.TEST_PROTOTYPES`). The accuracy of a test
 episode is over all its query examples; the reported number is the mean over
 many sampled test episodes with a 95% confidence interval
 (1.96 * std / sqrt(episodes), as in the few-shot literature).
@@ -52,7 +54,8 @@ def deploy_episode(start, round_fn, evaluate, weights, clients, rounds: Sequence
   """Runs max(rounds) rounds from `weights`; query accuracy after each r in `rounds`.
 
   `rounds` holds communication rounds r >= 1 (after round r the server has
-  theta_r and P_{r-1}).
+  theta_r and P_{r-1}; `evaluate` may recompute P_r for scoring, and the
+  next round goes on from the server's own state).
   """
   if not rounds or min(rounds) < 1:
     raise ValueError(f'test rounds must be >= 1, got {list(rounds)}.')

@@ -2,8 +2,10 @@
 
 Used by `programs/few_round.py` (one config) and `programs/few_round_sweep.py`
 (a grid of configs). Outputs in the run folder: results.json (the config as
-TOML and one row per method), results.md (the table), written after every
-method so a stopped run keeps what it finished.
+TOML and one row per method, with every test episode's accuracy per R, so
+two runs on the same seeded episodes can be compared episode by episode),
+results.md (the table), written after every method so a stopped run keeps
+what it finished.
 """
 
 import os
@@ -32,7 +34,7 @@ def table(cfg, rows) -> str:
 # (meta-training and pre-training sample episode i from (seed, stream, i)).
 # More `episodes` extends a run; [data] may name another copy of the same data.
 RESUMABLE_CHANGES = ('name', 'episodes', 'test_rounds', 'test_episodes', 'eval_part', 'methods',
-                     'output_dir', 'checkpoint_every')
+                     'output_dir', 'checkpoint_every', 'test_prototypes')
 
 
 def prepare_output(cfg, out: str) -> None:
@@ -86,7 +88,8 @@ def run(cfg, data, pool, progress: bool, out: str):
             cfg.test_rounds, progress, desc=f'test {name}', episode_fn=prepared.episode_fn)
       row = {'method': name, 'seconds': time.time() - start, 'info': prepared.info,
              'accuracy': {str(r): {'mean': s.mean, 'ci95': s.ci95, 'episodes': s.episodes,
-                                   'text': str(s)} for r, s in summaries.items()}}
+                                   'text': str(s), 'per_episode': s.accuracies}
+                          for r, s in summaries.items()}}
       print(f"{name}: " + ', '.join(f'R={r} {s}' for r, s in summaries.items()), flush=True)
       rows.append(row)
       write(cfg, out, rows)

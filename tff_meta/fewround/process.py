@@ -22,6 +22,15 @@ worker pool):
   meta-gradient. beta is divided by 10 from episode `meta_lr_decay_episode`
   on (the paper: after 2.0e4 rounds = 5,000 episodes of 4 rounds).
 
+Deployment (Sec. 3.3) runs `round` R times from theta_0 = phi_T and scores
+the query sets with `evaluate`, by `hp.test_prototypes` (`TEST_PROTOTYPES`):
+`previous`, the paper's rule, classifies with theta_R and P_{R-1} (computed at
+theta_{R-1}, before round R - 1's local steps); `recomputed` first has the
+clients upload P_R(k), Eq. 1 at theta_R on their support sets (`recompute`:
+one more upload of N prototypes per client, no model exchange), and
+classifies with theta_R and P_R, so the embedding and the prototypes come
+from the same model.
+
 With `local_adaptation=True` the meta-update is the personalization scheme of
 Appendix C: each client first adapts phi on its own support set (E steps,
 no aggregation) and takes the query loss with its own prototypes; used with
@@ -37,6 +46,7 @@ state <theta=W, protos=float32[ways,dim], mask=float32[ways], has_protos=float32
     initialize: ( -> <phi=W, optimizer_state=O, episode=int32>@SERVER)
     start:      (<phi,optimizer_state,episode> -> G)              tensorflow
     round:      (<G@SERVER, {D}@CLIENTS> -> <G@SERVER, <loss_sum,num_examples>@SERVER>)
+    recompute:  (<G@SERVER, {D}@CLIENTS> -> G@SERVER)      G's prototypes at G's theta
     meta_update:(<S@SERVER, G@SERVER, {D}@CLIENTS> -> <S@SERVER, <loss_sum,correct,num_examples>@SERVER>)
     next:       (<S@SERVER, {D}@CLIENTS> -> <S@SERVER, metrics@SERVER>)
 """
@@ -58,6 +68,7 @@ from tff_meta.fewround.model import ClientBatch, FewRoundModel
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.learning import adaptation
 from tff_meta.learning.finite import all_finite
+from tff_meta.registry import Registry
 
 
 @dataclasses.dataclass
@@ -74,6 +85,7 @@ class FewRoundHparams:
   head_lr: float = 0.0               # alpha of the linear head's weights (0: alpha)
   zero_head: bool = False            # the linear head starts each episode at zero
   meta_update: str = 'client_adam'   # META_UPDATES: client_adam (line 24 per client), server_adam
+  test_prototypes: str = 'previous'  # TEST_PROTOTYPES: the prototypes `evaluate` scores with
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -122,13 +134,25 @@ def round_client_fn(model: FewRoundModel, hp: FewRoundHparams, server, data):
   n = tf.cast(tf.size(batch.y), tf.float32)
   ok = tf.logical_and(all_finite(new_theta), tf.math.is_finite(loss))
   weight = tf.where(ok, n, 0.0)                                        # lambda_k ~ |S_k|
+  out = collections.OrderedDict(
+      theta=[tf.where(ok, w * weight, tf.zeros_like(w)) for w in new_theta], weight=weight)
+  out.update(_weighted_prototypes(ok, weight, local, counts))
+  out.update(loss_sum=tf.where(ok, loss * n, 0.0), num_examples=weight)
+  return out
+
+
+def _weighted_prototypes(ok, weight, local, counts):
+  """A client's share of line 20: lambda_k P^c(k) and lambda_k for each class it holds."""
   class_weight = weight * tf.cast(counts > 0, tf.float32)              # [ways]
   return collections.OrderedDict(
-      theta=[tf.where(ok, w * weight, tf.zeros_like(w)) for w in new_theta],
-      weight=weight,
       protos=tf.where(ok, local * class_weight[:, tf.newaxis], tf.zeros_like(local)),
-      class_weight=class_weight,
-      loss_sum=tf.where(ok, loss * n, 0.0), num_examples=weight)
+      class_weight=class_weight)
+
+
+def _global_prototypes(total):
+  """Line 20: per class, the lambda-weighted mean over the clients holding it; its mask."""
+  protos = total['protos'] / tf.maximum(total['class_weight'], 1e-12)[:, tf.newaxis]
+  return protos, tf.cast(total['class_weight'] > 0, tf.float32)
 
 
 def round_server_fn(old, total):
@@ -136,10 +160,40 @@ def round_server_fn(old, total):
   denominator = tf.maximum(total['weight'], 1e-12)
   theta = [tf.where(total['weight'] > 0, w / denominator, o)
            for w, o in zip(total['theta'], old['theta'])]
-  protos = total['protos'] / tf.maximum(total['class_weight'], 1e-12)[:, tf.newaxis]
-  return collections.OrderedDict(
-      theta=theta, protos=protos, mask=tf.cast(total['class_weight'] > 0, tf.float32),
-      has_protos=tf.constant(1.0))
+  protos, mask = _global_prototypes(total)
+  return collections.OrderedDict(theta=theta, protos=protos, mask=mask,
+                                 has_protos=tf.constant(1.0))
+
+
+def prototype_client_fn(model: FewRoundModel, server, data):
+  """Pure TF: Eq. 1 at the server's theta on the client's support set, weighted as in line 20.
+
+  After round R this is P_R(k) at theta_R: what round R + 1 would compute
+  first, without its local steps.
+  """
+  batch = client_batch(model, data, 'support')
+  local, counts = proto_lib.prototypes(model.embed(list(server['theta']), batch.x), batch.y,
+                                       model.ways)
+  ok = tf.reduce_all(tf.math.is_finite(local))
+  weight = tf.where(ok, tf.cast(tf.size(batch.y), tf.float32), 0.0)
+  return _weighted_prototypes(ok, weight, local, counts)
+
+
+def prototype_server_fn(old, total):
+  """Pure TF: the round state `old` with its prototypes replaced by the new global ones."""
+  protos, mask = _global_prototypes(total)
+  return collections.OrderedDict(theta=list(old['theta']), protos=protos, mask=mask,
+                                 has_protos=tf.constant(1.0))
+
+
+# How `evaluate` scores the query sets after R rounds (deployment only; meta-training's
+# query loss always uses P_{R-1}, Alg. 1 line 24). Each entry maps (evaluate, recompute) to
+# the evaluation: `recompute(state, data)` is the federated computation returning `state`
+# with P_R, the global prototypes at theta_R.
+TEST_PROTOTYPES: Registry = Registry('test prototype rule')
+TEST_PROTOTYPES.add('previous', lambda evaluate, recompute: evaluate)
+TEST_PROTOTYPES.add('recomputed', lambda evaluate, recompute: (
+    lambda state, data: evaluate(recompute(state, data), data)))
 
 
 def meta_client_fn(model: FewRoundModel, hp: FewRoundHparams, optimizer, server, data):
@@ -176,7 +230,8 @@ def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Map
   """The round computations for `model`: (start_from_weights, round, evaluate).
 
   Shared by meta-training, deployment and the baselines (pre-training and
-  test-time FedAvg are rounds of a linear model).
+  test-time FedAvg are rounds of a linear model). `evaluate(state, data)`
+  scores with the prototypes `hp.test_prototypes` names (`TEST_PROTOTYPES`).
   """
   weights_spec = model.weight_specs
   data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
@@ -221,10 +276,25 @@ def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Map
   @tff.federated_computation(tff.FederatedType(round_type, tff.SERVER),
                              tff.FederatedType(data_type, tff.CLIENTS))
   def evaluate(server, data):
-    """Query accuracy with theta_R and P_{R-1} (Sec. 3.3), summed over clients."""
+    """Query accuracy with the state's theta and prototypes (Sec. 3.3), summed over clients."""
     return tff.federated_sum(tff.federated_map(eval_client, (tff.federated_broadcast(server), data)))
 
-  return start, round_fn, evaluate
+  @tff.tensorflow.computation(round_type, data_type)
+  def prototype_client(server, data):
+    return prototype_client_fn(model, server, data)
+
+  @tff.tensorflow.computation(round_type, prototype_client.type_signature.result)
+  def prototype_server(old, total):
+    return prototype_server_fn(old, total)
+
+  @tff.federated_computation(tff.FederatedType(round_type, tff.SERVER),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def recompute(server, data):
+    """The state with P at its own theta: clients upload Eq. 1 on their support sets."""
+    outputs = tff.federated_map(prototype_client, (tff.federated_broadcast(server), data))
+    return tff.federated_map(prototype_server, (server, tff.federated_sum(outputs)))
+
+  return start, round_fn, TEST_PROTOTYPES.get(hp.test_prototypes)(evaluate, recompute)
 
 
 def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
