@@ -61,39 +61,83 @@ def stats(stats_fn: Callable, x, y, size: Optional[int] = None):
   return total
 
 
+def _slice_means(slice_fn: Callable, x, y, size: Optional[int], zeros, sums=None):
+  """(sum_k (n_k / N) slice_fn(x_k, y_k)[0], sum_k slice_fn(x_k, y_k)[1]): the mean over the
+  whole set of per-slice means (a list of tensors like `zeros`), and plain sums of
+  `sums`-like extras (e.g. `losses.batch_stats`); zeros for an empty set."""
+  x, y = tf.nest.map_structure(tf.convert_to_tensor, (x, y))
+  size, n, count = _num_slices(y, size)
+
+  def body(k, total, extra):
+    xs, ys = _rows(x, y, k * size, size)
+    means, part = slice_fn(xs, ys)
+    rows = tf.cast(tf.shape(ys)[0], means[0].dtype)
+    return (k + 1, [t + rows * m for t, m in zip(total, means)],
+            tf.nest.map_structure(tf.add, extra, part))
+
+  _, total, extra = tf.while_loop(lambda k, *_: k < count, body,
+                                  (tf.constant(0), list(zeros), sums if sums is not None else ()))
+  scale = 1.0 / tf.cast(tf.maximum(n, 1), total[0].dtype)
+  return [tf.stop_gradient(t * scale) for t in total], extra
+
+
 def mean_gradient(loss_fn: Callable, weights: Sequence[tf.Tensor], x, y,
-                  size: Optional[int] = None, regularizer: Optional[Callable] = None):
+                  size: Optional[int] = None, regularizer: Optional[Callable] = None,
+                  stats_fn: Optional[Callable] = None):
   """grad_w of [(1/N) sum_i l_i(w) + regularizer(w)], as constants, one slice at a time.
 
   Args:
-    loss_fn: (weights, x_k, y_k) -> mean loss of a slice.
+    loss_fn: (weights, x_k, y_k) -> mean loss of a slice; with `stats_fn`,
+      (weights, x_k, y_k) -> (mean loss, outputs).
     weights: the point w (tensors).
     x, y: the whole set (x may be a structure); N = len(y). An empty set adds 0.
     size: rows per slice (None = SLICE_SIZE).
     regularizer: optional data-free term, weights -> scalar (e.g. pFedMe's
       proximal term), differentiated once outside the loop.
+    stats_fn: optional (outputs, y_k) -> sums over the slice's examples (e.g.
+      `losses.batch_stats`); then returns (gradients, the sums over the set).
   """
   weights = [tf.convert_to_tensor(w) for w in weights]
-  x, y = tf.nest.map_structure(tf.convert_to_tensor, (x, y))
-  size, n, count = _num_slices(y, size)
+  zeros = [tf.zeros_like(w) for w in weights]
 
-  def body(k, total):
-    xs, ys = _rows(x, y, k * size, size)
+  def slice_fn(xs, ys):
     with tf.GradientTape() as tape:
       tape.watch(weights)
-      loss = loss_fn(weights, xs, ys)
-    rows = tf.cast(tf.shape(ys)[0], loss.dtype)
-    grads = adaptation.dense(tape.gradient(loss, weights))
-    return k + 1, [t + rows * g for t, g in zip(total, grads)]
+      out = loss_fn(weights, xs, ys)
+    loss, part = (out[0], stats_fn(out[1], ys)) if stats_fn is not None else (out, ())
+    return adaptation.dense(tape.gradient(loss, weights)), part
 
-  zeros = [tf.zeros_like(w) for w in weights]
-  _, total = tf.while_loop(lambda k, _: k < count, body, (tf.constant(0), zeros))
-  scale = 1.0 / tf.cast(tf.maximum(n, 1), total[0].dtype)
-  grads = [tf.stop_gradient(t * scale) for t in total]
+  sums = None
+  if stats_fn is not None:   # the structure of the sums, from an empty slice's
+    _, empty = slice_fn(*_rows(x, y, 0, 0))
+    sums = tf.nest.map_structure(tf.zeros_like, empty)
+  grads, totals = _slice_means(slice_fn, x, y, size, zeros, sums)
   if regularizer is not None:
     with tf.GradientTape() as tape:
       tape.watch(weights)
       extra = regularizer(weights)
     grads = [g + tf.stop_gradient(e)
              for g, e in zip(grads, adaptation.dense(tape.gradient(extra, weights)))]
-  return grads
+  return (grads, totals) if stats_fn is not None else grads
+
+
+def mean_hessian_product(loss_fn: Callable, weights: Sequence[tf.Tensor], vector, x, y,
+                         size: Optional[int] = None):
+  """H v, H the Hessian in w of the mean loss (1/N) sum_i l_i(w), v = `vector` (one tensor
+  per weight), as constants: sum_k (n_k / N) grad_w <grad_w L_k(w), v>, one slice at a time.
+  `loss_fn` is (weights, x_k, y_k) -> mean loss of a slice."""
+  weights = [tf.convert_to_tensor(w) for w in weights]
+  vector = [tf.stop_gradient(tf.convert_to_tensor(v)) for v in vector]
+
+  def slice_fn(xs, ys):
+    with tf.GradientTape() as outer:
+      outer.watch(weights)
+      with tf.GradientTape() as inner:
+        inner.watch(weights)
+        loss = loss_fn(weights, xs, ys)
+      grads = adaptation.dense(inner.gradient(loss, weights))
+      dot = tf.add_n([tf.reduce_sum(g * v) for g, v in zip(grads, vector)])
+    products = outer.gradient(dot, weights, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return adaptation.dense(products), ()
+
+  return _slice_means(slice_fn, x, y, size, [tf.zeros_like(w) for w in weights])[0]
