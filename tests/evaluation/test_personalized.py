@@ -1,5 +1,7 @@
 """Personalized evaluation: adapt on support only, score on query only."""
 
+import collections
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,6 +9,7 @@ import tensorflow as tf
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.evaluation import personalized
+from tff_meta.learning import slices
 
 
 @pytest.fixture(scope='module')
@@ -15,12 +18,15 @@ def setup():
   return helpers.mlp_spec(), [helpers.episode(c) for c in data.test]
 
 
-def _reference(weights, ep, alpha, steps):
-  w = [tf.constant(x) for x in weights]
+def _reference(weights, ep, alpha, steps, lam=0.0):
+  """Plain TF, full batch: `steps` steps on the support loss (+ pFedMe's (lam/2)||w - w0||^2)."""
+  w0 = [tf.constant(x) for x in weights]
+  w = list(w0)
   for _ in range(steps):
     with tf.GradientTape() as tape:
       tape.watch(w)
       loss = helpers.ce(helpers.mlp_logits(w, ep['support_x']), ep['support_y'])
+      loss += 0.5 * lam * tf.add_n([tf.reduce_sum(tf.square(a - b)) for a, b in zip(w, w0)])
     w = [a - alpha * g for a, g in zip(w, tape.gradient(loss, w))]
   logits = helpers.mlp_logits(w, ep['query_x'])
   correct = np.sum(np.argmax(logits.numpy(), -1) == ep['query_y'])
@@ -40,6 +46,28 @@ def test_maml_evaluation_adapts_on_support_only(tff_context, setup):
     assert got['correct'] == correct
     assert got['num_examples'] == len(ep['query_y'])
     np.testing.assert_allclose(got['loss_sum'], loss, rtol=1e-5)
+
+
+def test_sliced_evaluation_equals_the_full_batch_reference(tff_context, setup, monkeypatch):
+  """Slices of 7 rows (`learning.slices`): support sets not divisible by 7, query sets of
+  many slices, and a client smaller than one slice give the full-batch scores."""
+  model, clients = setup
+  monkeypatch.setattr(slices, 'SLICE_SIZE', 7)   # read when the computations are built
+  small = collections.OrderedDict(
+      support_x=clients[1]['support_x'][:3], support_y=clients[1]['support_y'][:3],
+      query_x=clients[1]['query_x'][:5], query_y=clients[1]['query_y'][:5])
+  episodes = [clients[0], small]
+  assert len(clients[0]['support_y']) % 7 and len(clients[0]['query_y']) > 14
+  for name, hp, alpha, lam in (
+      ('fedmeta_maml', Hparams(inner_lr=0.5, inner_steps=2), 0.5, 0.0),
+      ('pfedme', Hparams(pfedme_lambda=3.0, pfedme_personal_lr=0.2, pfedme_inner_steps=2),
+       0.2, 3.0)):
+    alg = ALGORITHMS.get(name)(model, hp)
+    got = alg.evaluate(alg.process.initialize()['params'], episodes)
+    for g, ep in zip(got, episodes):
+      correct, loss = _reference(model.initial_trainable, ep, alpha, 2, lam)
+      assert g['correct'] == correct and g['num_examples'] == len(ep['query_y'])
+      np.testing.assert_allclose(g['loss_sum'], loss, rtol=1e-5)
 
 
 def test_fedavg_is_scored_without_adaptation(tff_context, setup):

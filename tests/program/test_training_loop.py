@@ -1,6 +1,7 @@
 """The training loop's one stop rule (`Schedule`), one client sampling
-(`RoundSampler`) and its evaluation in chunks of clients. Whole runs are checked in test_rounds_per_call.py,
-test_resample.py, test_client_states.py and tests/programs/test_train.py."""
+(`RoundSampler`) and its evaluation in calls of clients (`eval_calls`). Whole
+runs are checked in test_rounds_per_call.py, test_resample.py,
+test_client_states.py and tests/programs/test_train.py."""
 
 import numpy as np
 
@@ -51,9 +52,19 @@ def test_sampler_builds_each_round_once(monkeypatch):
   assert [c.client_id for c in fresh.clients] == [c.client_id for c in again[1].clients]
 
 
+def test_eval_calls_fill_an_example_budget_and_a_client_cap():
+  calls = lambda sizes, budget, cap: [(c.start, c.stop) for c in
+                                      training_loop.eval_calls(sizes, budget, cap)]
+  assert calls([3, 4, 2, 5, 1], 7, 8) == [(0, 2), (2, 4), (4, 5)]   # 7, 7, 1 examples
+  assert calls([3, 4, 2, 5, 1], 100, 2) == [(0, 2), (2, 4), (4, 5)]  # the client cap
+  assert calls([9, 2, 12, 1], 5, 8) == [(0, 1), (1, 2), (2, 3), (3, 4)]  # too big: alone
+  assert calls([2, 2, 2], 6, 8) == [(0, 3)]   # a budget met exactly
+  assert calls([], 5, 8) == []
+
+
 def test_evaluation_in_chunks_scores_every_client_as_one_call_does(tff_worker, monkeypatch):
-  """`evaluate` sends EVAL_CLIENTS_PER_CALL clients per call (worker memory); the
-  per-client scores must be those of one call over all clients."""
+  """`evaluate` splits the clients into calls by examples and count (worker memory);
+  the per-client scores must be those of one call over all clients."""
   data = helpers.digits_protocol()
   model = helpers.mlp_spec()
   pool = WorkerPool([f'localhost:{tff_worker.port}'])
@@ -62,13 +73,16 @@ def test_evaluation_in_chunks_scores_every_client_as_one_call_does(tff_worker, m
       alg = ALGORITHMS.get(name)(model)
       params = alg.params(alg.process.initialize())
       clients = data.test[:5]
+      monkeypatch.setattr(training_loop, 'EVAL_EXAMPLES_PER_CALL', 10**9)
       monkeypatch.setattr(training_loop, 'EVAL_CLIENTS_PER_CALL', 100)
       whole = training_loop.evaluate(alg, params, clients, pool)
-      monkeypatch.setattr(training_loop, 'EVAL_CLIENTS_PER_CALL', 2)   # calls of 2, 2, 1
-      chunked = training_loop.evaluate(alg, params, clients, pool)
-      assert chunked.num_examples == whole.num_examples == sum(len(c.query.y) for c in clients)
-      np.testing.assert_allclose(chunked.client_accuracies, whole.client_accuracies)
-      np.testing.assert_allclose([chunked.accuracy, chunked.loss], [whole.accuracy, whole.loss],
-                                 rtol=1e-6)
+      for budget, cap in ((10**9, 2), (1, 100)):   # calls of 2, 2, 1; one client per call
+        monkeypatch.setattr(training_loop, 'EVAL_EXAMPLES_PER_CALL', budget)
+        monkeypatch.setattr(training_loop, 'EVAL_CLIENTS_PER_CALL', cap)
+        chunked = training_loop.evaluate(alg, params, clients, pool)
+        assert chunked.num_examples == whole.num_examples == sum(len(c.query.y) for c in clients)
+        np.testing.assert_allclose(chunked.client_accuracies, whole.client_accuracies)
+        np.testing.assert_allclose([chunked.accuracy, chunked.loss], [whole.accuracy, whole.loss],
+                                   rtol=1e-6)
   finally:
     pool.close()

@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, losses
+from tff_meta.learning import adaptation, losses, slices
 
 VARIANTS = ('maml', 'fomaml', 'metasgd')
 
@@ -54,12 +54,61 @@ def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order,
   return grads, query_logits
 
 
-def _client_fn(model, inner_lr, inner_steps, first_order, loss, params, data):
-  grads, query_logits = meta_gradient(
-      model, params, data, inner_lr=inner_lr, inner_steps=inner_steps, first_order=first_order,
-      loss=loss)
-  stats = loss.stats(query_logits, data['query_y'])
+def sliced_meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order,
+                         loss=losses.CROSS_ENTROPY, size=None):
+  """Pure TF: (g_u, query stats) of `meta_gradient`, in the memory of one slice of examples.
+
+  The same math, with reverse mode through the K inner steps written out so
+  that every full-set quantity is a sum over slices (`learning.slices`):
+    theta_0 = theta, theta_{k+1} = theta_k - alpha o grad L_S(theta_k);
+    v_K = grad L_Q(theta_K) (with the query stats of theta_K);
+    for k = K-1 ... 0:  g_alpha -= grad L_S(theta_k) o v_{k+1},
+                        v_k = v_{k+1} - H_S(theta_k) (alpha o v_{k+1});
+  g_theta = v_0 (FedMeta Eq. 2 for one step: (I - alpha H_S) grad L_Q(theta')).
+  FOMAML holds the inner gradient constant, so H_S drops out: v_k = v_{k+1}.
+  """
+  rates = personalized.rates_of(params, inner_lr)
+  per_weight = isinstance(rates, (list, tuple))
+  scaled = lambda v: [a * x for a, x in zip(rates, v)] if per_weight else [rates * x for x in v]
+  slice_loss = lambda w, x, y: loss.value(model.logits(w, x), y)
+  sx, sy, qx, qy = data['support_x'], data['support_y'], data['query_x'], data['query_y']
+  thetas, support_grads = [list(params['weights'])], []
+  for _ in range(inner_steps):
+    support_grads.append(slices.mean_gradient(slice_loss, thetas[-1], sx, sy, size))
+    thetas.append([w - d for w, d in zip(thetas[-1], scaled(support_grads[-1]))])
+  v, stats = slices.mean_gradient(lambda w, x, y: _loss_and_outputs(model, loss, w, x, y),
+                                  thetas[-1], qx, qy, size, stats_fn=loss.stats)
+  rate_grads = [tf.zeros_like(w) for w in v] if per_weight else None
+  for k in reversed(range(inner_steps)):
+    if per_weight:
+      rate_grads = [r - g * x for r, g, x in zip(rate_grads, support_grads[k], v)]
+    if not first_order:
+      hv = slices.mean_hessian_product(slice_loss, thetas[k], scaled(v), sx, sy, size)
+      v = [x - h for x, h in zip(v, hv)]
+  grads = collections.OrderedDict(weights=v)
+  if per_weight:
+    grads['rates'] = rate_grads
+  return tf.nest.pack_sequence_as(params, tf.nest.flatten(grads)), stats
+
+
+def _loss_and_outputs(model, loss, weights, x, y):
+  outputs = model.logits(weights, x)
+  return loss.value(outputs, y), outputs
+
+
+def _client_fn(model, inner_lr, inner_steps, first_order, loss, slice_above, params, data):
+  kw = dict(inner_lr=inner_lr, inner_steps=inner_steps, first_order=first_order, loss=loss)
+
+  def full_batch():
+    grads, query_logits = meta_gradient(model, params, data, **kw)
+    return grads, loss.stats(query_logits, data['query_y'])
+
   num_support, num_query = tf.size(data['support_y']), tf.size(data['query_y'])
+  if slice_above > 0:   # both branches are built, so only when asked for
+    grads, stats = tf.cond(num_support + num_query > slice_above,
+                           lambda: sliced_meta_gradient(model, params, data, **kw), full_batch)
+  else:
+    grads, stats = full_batch()
   # An episode needs both sets; 0 examples makes the process reject the client.
   usable = tf.logical_and(num_support > 0, num_query > 0)
   return grads, tf.where(usable, num_support + num_query, 0), stats
@@ -67,8 +116,15 @@ def _client_fn(model, inner_lr, inner_steps, first_order, loss, params, data):
 
 def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: int,
                           server_optimizer, weighting: str = 'uniform',
-                          loss: losses.Loss = losses.CROSS_ENTROPY, model_aggregator=None):
+                          loss: losses.Loss = losses.CROSS_ENTROPY, model_aggregator=None,
+                          slice_above: int = 0):
   """The FedMeta `IterativeProcess` for `variant` in ('maml', 'fomaml', 'metasgd').
+
+  A client with more than `slice_above` support + query examples computes
+  its meta-gradient slice by slice (`sliced_meta_gradient`: the same math in
+  the memory of one slice; the character LSTM's second-order pass keeps about
+  1.7 MB per example, and a Shakespeare role can hold 38,000); 0 = every
+  client in one batch (`meta_gradient`).
 
   `loss` (a `losses.Loss`) sets the training loss, the round metrics and the
   label dtype of the episodes (int32 classes, or float32 ratings).
@@ -84,14 +140,19 @@ def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: 
   return process.build_federated_process(
       initial_params=params,
       client_fn=functools.partial(_client_fn, model, inner_lr, inner_steps, variant == 'fomaml',
-                                  loss),
+                                  loss, slice_above),
       client_data_spec=personalized.episode_spec(model, loss.y_dtype),
       server_optimizer=server_optimizer, weighting=weighting, model_aggregator=model_aggregator)
 
 
 @dataclasses.dataclass(frozen=True)
 class FedMetaHparams(hparams.Base, hparams.InnerLoop, hparams.MetaServer):
-  """alpha (inner_lr), the inner steps and the server's beta (server_lr) of Alg. 1."""
+  """alpha (inner_lr), the inner steps and the server's beta (server_lr) of Alg. 1; clients
+  past `slice_clients_above` examples compute in slices (`build_fedmeta_process`)."""
+  slice_clients_above: int = hparams.hparam(
+      0, 'FedMeta training: a client with more support + query examples computes its '
+      'meta-gradient in slices (same math, bounded memory); 0 = always in one batch.',
+      hparams.at_least(0))
 
 
 # MAML's outer backward through one inner step, as a multiple of that step's
@@ -135,7 +196,7 @@ def _build(model, hp: FedMetaHparams, *, variant: str, model_aggregator=None):
   proc = build_fedmeta_process(
       model, variant=variant, inner_lr=hp.inner_lr, inner_steps=hp.inner_steps,
       server_optimizer=base.meta_server_optimizer(hp), weighting=hp.weighting or 'uniform',
-      model_aggregator=model_aggregator)
+      model_aggregator=model_aggregator, slice_above=hp.slice_clients_above)
   evaluate = personalized.build_personalized_evaluation(
       model, proc.params_type,
       personalized.sgd_adapter(model, hp.inner_lr, hp.eval_steps(hp.inner_steps)))

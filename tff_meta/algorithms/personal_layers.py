@@ -111,9 +111,9 @@ def choose_personal(model, split, shared, candidates, client_state, support_x, s
   count = int(stacked[0].shape[0])
 
   def best_stored():   # only new clients pay for scoring the candidates
-    support_losses = tf.stack([
-        losses.cross_entropy(model.logits(split.merge(shared, [c[k] for c in stacked]), support_x),
-                             support_y) for k in range(count)])
+    support_losses = tf.stack([   # summed losses: the same argmin as the means
+        personalized.score(model, split.merge(shared, [c[k] for c in stacked]), support_x,
+                           support_y)['loss_sum'] for k in range(count)])
     best = tf.argmin(support_losses, output_type=tf.int32)
     return [tf.gather(c, best) for c in stacked]
 

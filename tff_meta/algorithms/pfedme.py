@@ -47,7 +47,7 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, local_training, losses, minibatch_stream
+from tff_meta.learning import adaptation, local_training, losses, minibatch_stream, slices
 
 
 def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
@@ -105,11 +105,17 @@ def build_pfedme_process(model, *, lam: float, personal_lr: float, inner_steps: 
 
 
 def moreau_adapter(model, lam: float, lr: float, steps: int):
-  """Evaluation: theta_i solved from the global w on the support set (Eqs. 2-3)."""
+  """Evaluation: theta_i solved from the global w on the support set (Eqs. 2-3), as
+  `solve_personalized` with the cross-entropy's gradient summed over slices
+  (`learning.slices`: the same full-batch steps, in bounded memory)."""
 
   def adapter(params, support_x, support_y):
-    return solve_personalized(model, params['weights'], params['weights'], support_x, support_y,
-                              lam=lam, lr=lr, steps=steps)
+    anchor = params['weights']
+    slice_loss = lambda theta, x, y: losses.cross_entropy(model.logits(theta, x), y)
+    proximal = lambda theta: 0.5 * lam * losses.squared_distance(theta, anchor)
+    gradient = lambda theta: slices.mean_gradient(slice_loss, theta, support_x, support_y,
+                                                  regularizer=proximal)
+    return adaptation.descend(gradient, anchor, lr, steps)
 
   return adapter
 

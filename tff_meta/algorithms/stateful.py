@@ -43,7 +43,6 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import process
-from tff_meta.learning import losses
 
 
 def _as_float32(structure):
@@ -132,7 +131,7 @@ def build_stateful_evaluation(model, proc, personalize: Personalizer, num_candid
   @tff.tensorflow.computation(proc.params_type, candidates_type, proc.client_state_type, data_type)
   def client_eval(params, candidates, client_state, data):
     weights = personalize(params, candidates, client_state, data['support_x'], data['support_y'])
-    return losses.batch_stats(model.logits(weights, data['query_x']), data['query_y'])
+    return personalized.score(model, weights, data['query_x'], data['query_y'])
 
   @tff.federated_computation(
       tff.FederatedType(proc.params_type, tff.SERVER),

@@ -8,6 +8,11 @@ sum of examples), with per-client accuracies for the fairness view (Fig. 2).
 The adapter receives the support tensors only, so query data cannot leak into
 adaptation.
 
+Memory stays bounded by a slice of examples, whatever a client's size
+(`learning.slices`): the full-batch support steps accumulate their gradient
+slice by slice (`adapt_on_support`), and the query set is scored slice by
+slice (`score`); both give the full-batch results up to float rounding.
+
 Type signature:
     evaluate: (<params@SERVER, {<support_x,support_y,query_x,query_y>}@CLIENTS>
                -> {<loss_sum=float32,correct=float32,num_examples=float32>}@CLIENTS)
@@ -23,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.learning import adaptation, losses
+from tff_meta.learning import adaptation, losses, slices
 
 # (params, support_x, support_y) -> adapted trainable weights.
 Adapter = Callable[[collections.OrderedDict, tf.Tensor, tf.Tensor], List[tf.Tensor]]
@@ -41,10 +46,16 @@ def rates_of(params, default):
 
 def adapt_on_support(model, weights, rates, steps: int, support_x, support_y,
                      loss: losses.Loss = losses.CROSS_ENTROPY):
-  """`steps` first-order SGD steps from `weights` on the support loss (MAML's inner loop
-  at evaluation; FedMeta Alg. 1, l. 13)."""
-  support_loss = lambda w: loss.value(model.logits(w, support_x), support_y)
-  return adaptation.sgd_adapt(support_loss, weights, rates, steps, first_order=True)
+  """`steps` first-order full-batch SGD steps from `weights` on the support loss (MAML's
+  inner loop at evaluation; FedMeta Alg. 1, l. 13), the gradient summed over slices."""
+  slice_loss = lambda w, x, y: loss.value(model.logits(w, x), y)
+  gradient = lambda w: slices.mean_gradient(slice_loss, w, support_x, support_y)
+  return adaptation.descend(gradient, weights, rates, steps)
+
+
+def score(model, weights, x, y):
+  """`losses.batch_stats` of the whole set (x, y) under `weights`, slice by slice."""
+  return slices.stats(lambda xs, ys: losses.batch_stats(model.logits(weights, xs), ys), x, y)
 
 
 def sgd_adapter(model, rate, steps: int) -> Adapter:
@@ -72,7 +83,7 @@ def build_personalized_evaluation(model, params_type: tff.Type, adapter: Adapter
   @tff.tensorflow.computation(params_type, data_type)
   def client_eval(params, data):
     weights = adapter(params, data['support_x'], data['support_y'])
-    return losses.batch_stats(model.logits(weights, data['query_x']), data['query_y'])
+    return score(model, weights, data['query_x'], data['query_y'])
 
   @tff.federated_computation(
       tff.FederatedType(params_type, tff.SERVER), tff.FederatedType(data_type, tff.CLIENTS))

@@ -32,17 +32,27 @@ def sgd_adapt(loss_fn: Callable[[Weights], tf.Tensor], weights: Sequence[tf.Tens
     steps: number of unrolled inner steps (>= 0).
     first_order: treat the inner gradients as constants (FOMAML).
   """
+
+  def gradient(weights):
+    with tf.GradientTape() as tape:
+      tape.watch(weights)
+      loss = loss_fn(weights)
+    grads = dense(tape.gradient(loss, weights))
+    return [tf.stop_gradient(g) for g in grads] if first_order else grads
+
+  return descend(gradient, weights, rates, steps)
+
+
+def descend(gradient: Callable[[Weights], Weights], weights: Sequence[tf.Tensor], rates: Rates,
+            steps: int) -> Weights:
+  """`steps` steps w <- w - alpha o gradient(w) (see `sgd_adapt`); `gradient` may be any
+  function of the weights, e.g. `slices.mean_gradient` over a large support set."""
   if steps < 0:
     raise ValueError(f'inner steps must be >= 0, got {steps}.')
   weights = list(weights)
   per_weight = isinstance(rates, (list, tuple))
   for _ in range(steps):
-    with tf.GradientTape() as tape:
-      tape.watch(weights)
-      loss = loss_fn(weights)
-    grads = dense(tape.gradient(loss, weights))
-    if first_order:
-      grads = [tf.stop_gradient(g) for g in grads]
+    grads = gradient(weights)
     if per_weight:
       weights = [w - a * g for w, a, g in zip(weights, rates, grads)]
     else:

@@ -61,11 +61,16 @@ from tff_meta.runtime.rounds import RoundResult, RoundRunner
 
 DIVERGENCE_PATIENCE = 5
 PRIMARY = 'test'   # the split whose accuracy a run reports
-# Clients per evaluation call. The worker adapts a call's clients at once, so
-# one call over every test client holds all their adapted models in memory:
-# the FEMNIST CNN's Meta-SGD cell reached 15.9 GB during an evaluation
-# (docs/RESULTS.md §4a). Each client is scored independently, so the
-# per-client results do not depend on the chunking.
+# Evaluation calls. The worker runs a call's clients at once, so a call's
+# memory grows with its examples and its clients' models: one call over
+# every test client of the FEMNIST CNN's Meta-SGD cell reached 15.9 GB
+# (docs/RESULTS.md §4a), 8 Shakespeare roles of thousands of sequences each
+# 16.5 GB. A call takes clients while their support + query examples stay
+# within EVAL_EXAMPLES_PER_CALL (always at least one client) and at most
+# EVAL_CLIENTS_PER_CALL of them (each holds its own adapted model); inside a
+# client, the slices of `learning.slices` bound the activations. Each client
+# is scored independently, so the results do not depend on the calls.
+EVAL_EXAMPLES_PER_CALL = 2048
 EVAL_CLIENTS_PER_CALL = 8
 
 
@@ -134,13 +139,28 @@ def evaluate(alg: Algorithm, params, clients, pool: WorkerPool, *, known: bool =
           states = [initial] * len(clients)
         stored = store.sample_known(alg.num_candidates, seed) if store is not None else []
         candidates = stateful.stack_states(stored, alg.num_candidates, initial)
-      for start in range(0, len(episodes), EVAL_CLIENTS_PER_CALL):
-        chunk = slice(start, start + EVAL_CLIENTS_PER_CALL)
+      sizes = [len(e['support_y']) + len(e['query_y']) for e in episodes]
+      for chunk in eval_calls(sizes, EVAL_EXAMPLES_PER_CALL, EVAL_CLIENTS_PER_CALL):
         if alg.stateful:
           per_client += list(alg.evaluate(params, candidates, states[chunk], episodes[chunk]))
         else:
           per_client += list(alg.evaluate(params, episodes[chunk]))
   return personalized.summarize(per_client)
+
+
+def eval_calls(sizes: Sequence[int], max_examples: int, max_clients: int) -> List[slice]:
+  """Consecutive runs of clients, one per evaluation call: each adds clients (of `sizes`
+  examples) while the total stays within `max_examples` and the count within
+  `max_clients`; a client larger than the budget gets a call of its own."""
+  calls, start, total = [], 0, 0
+  for i, size in enumerate(sizes):
+    if i > start and (total + size > max_examples or i - start >= max_clients):
+      calls.append(slice(start, i))
+      start, total = i, 0
+    total += size
+  if start < len(sizes):
+    calls.append(slice(start, len(sizes)))
+  return calls
 
 
 def _round_flops(alg: Algorithm, batch) -> float:
