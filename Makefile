@@ -3,6 +3,8 @@ PYTHON_SYS ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Test processes (pytest-xdist; files stay whole on one process). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: demo test setup clean-venv lint
 
@@ -11,7 +13,7 @@ $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip<25" 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -m pip install -q --no-deps -r requirements.txt 2>&1 | grep -v '^WARNING: Location' || true
-	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -c "import tff_meta, tensorflow_federated, tensorflow_datasets, sklearn, pandas, matplotlib, nbclient"
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) -c "import tff_meta, tensorflow_federated, tensorflow_datasets, sklearn, pandas, matplotlib, nbclient, xdist"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -20,7 +22,7 @@ demo: $(STAMP)
 	$(PY) -m programs.compare --config=configs/demo/digits.toml --seeds=3 $(ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)
