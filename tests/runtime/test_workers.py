@@ -7,6 +7,7 @@ import sys
 import textwrap
 import time
 
+from tff_meta.runtime import priority
 from tff_meta.runtime import workers
 
 
@@ -37,9 +38,14 @@ def test_worker_dies_with_a_sigkilled_parent(tmp_path):
       print(w.pid, flush=True)
       time.sleep(60)
   """)
-  parent = subprocess.Popen([sys.executable, '-c', script], stdout=subprocess.PIPE, text=True)
+  # Under `nice`: the worker's own session keeps the parent's niceness (runtime/priority.py).
+  nice = priority.program_nice() + 3
+  parent = subprocess.Popen(['nice', '-n', str(nice), sys.executable, '-c', script],
+                            stdout=subprocess.PIPE, text=True)
   worker_pid = int(parent.stdout.readline())
   assert _alive(worker_pid)
+  if os.path.exists('/proc/self/autogroup'):
+    assert priority.autogroup_nice(f'/proc/{worker_pid}/autogroup') == nice
   parent.send_signal(signal.SIGKILL)
   parent.wait()
   deadline = time.time() + 10

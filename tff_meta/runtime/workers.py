@@ -6,7 +6,8 @@ keep the parent's stdout open. We start the same binary ourselves, with its
 output in a log file, in its own process group, remember every PID, and stop
 them on `stop()`, on interpreter exit (atexit), and on SIGTERM. On Linux the
 worker also gets SIGTERM from the kernel if our process dies by SIGKILL
-(PR_SET_PDEATHSIG), so not even a killed run leaves a worker behind.
+(PR_SET_PDEATHSIG), so not even a killed run leaves a worker behind. Its new
+session keeps the program's niceness across Linux autogroups (priority.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import Dict, Mapping, Optional
 import grpc
 import portpicker
 import tensorflow_federated as tff
+
+from tff_meta.runtime import priority
 
 GRPC_OPTIONS = [('grpc.max_message_length', 2_000_000_000),
                 ('grpc.max_receive_message_length', 2_000_000_000),
@@ -75,7 +78,7 @@ class WorkerProcess:
         [worker_binary_path(), f'--port={self.port}', '--max_concurrent_computation_calls=-1'],
         stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         env={**os.environ, **self.env} if self.env else None,
-        start_new_session=True, preexec_fn=_die_with_parent)
+        start_new_session=True, preexec_fn=priority.preexec_for_worker(_die_with_parent))
     with _LOCK:
       _LIVE[self.process.pid] = self
     _install_handlers()
