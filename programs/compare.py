@@ -68,7 +68,7 @@ def main(argv):
     cfg = cfg.for_algorithm(methods[0], cfg.resolved_output_dir()).validate()
     out = cfg.resolved_output_dir()
     files.require_folder(out)
-    pool = executor.make_pool(FLAGS, log_dir=out)
+    pool = executor.make_pool(FLAGS, log_dir=out, max_concurrent_calls=cfg.max_concurrent_calls)
   except ValueError as e:   # before training, e.g. support_fraction out of (0, 1)
     errors.fail(e)
   seeds = [cfg.seed + i for i in range(FLAGS.seeds)]

@@ -104,7 +104,7 @@ def main(argv):
           name, out).validate()
     files.require_folder(out)
     files.require_folder(os.path.dirname(os.path.abspath(figure)))
-    pool = executor.make_pool(FLAGS, log_dir=out)
+    pool = executor.make_pool(FLAGS, log_dir=out, max_concurrent_calls=cfg.max_concurrent_calls)
   except ValueError as e:
     errors.fail(e)
   rows = []

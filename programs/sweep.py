@@ -83,7 +83,7 @@ def main(argv):
       return prepared[run_cfg.seed]
 
     data_and_model(configs[0][2])   # bad data or model options fail before any training
-    pool = executor.make_pool(FLAGS, log_dir=out)
+    pool = executor.make_pool(FLAGS, log_dir=out, max_concurrent_calls=cfg.max_concurrent_calls)
   except ValueError as e:   # before training, e.g. a grid value out of range
     errors.fail(e)
   scores = {}   # tag -> [(validation %, test %) per seed]

@@ -39,7 +39,8 @@ def main(argv):
     errors.fail(e)
   data = experiment.prepare_data(cfg)   # bad data or model options stop here, before any write
   model = experiment.build_model(cfg, data)
-  with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir()) as pool:
+  with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir(),
+                          max_concurrent_calls=cfg.max_concurrent_calls) as pool:
     result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress)
   print(tables.format_table([result.row()]))
   print(f'\nOutputs in {result.output_dir}')

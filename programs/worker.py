@@ -22,6 +22,9 @@ from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
 flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.', lower_bound=1,
                      upper_bound=65535)
+flags.DEFINE_integer('max_concurrent_calls', -1, 'Computation calls the worker runs at once '
+                     '(its --max_concurrent_computation_calls); -1 = no bound. A small bound '
+                     'caps the memory of rounds with many large clients (Shakespeare).')
 # --log_dir (the worker log's folder; default: the temp folder) is absl.logging's own flag.
 FLAGS = flags.FLAGS
 
@@ -32,8 +35,9 @@ def main(argv):
   signal.signal(signal.SIGINT, lambda *_: stop.append(1))
   signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
   try:
-    worker = WorkerProcess(port=FLAGS.port, log_dir=FLAGS.log_dir or None)
-  except RuntimeError as e:
+    worker = WorkerProcess(port=FLAGS.port, log_dir=FLAGS.log_dir or None,
+                           max_concurrent_calls=FLAGS.max_concurrent_calls)
+  except (RuntimeError, ValueError) as e:
     cli.fail(e)
   print(f'TFF worker serving on port {worker.port} (pid {worker.pid}); log {worker.log_path}',
         flush=True)

@@ -154,6 +154,8 @@ FLAGS = {
     'bad_bool': (['--progress=maybe'], 'progress'),
     'bad_executor': (['--executor=gpu'], 'executor'),
     'zero_workers': (['--executor=local', '--local_workers=0'], 'local_workers'),
+    'zero_concurrent_calls': (['--max_concurrent_calls=0'],
+                              'max_concurrent_calls must be -1 (no bound) or >= 1, got 0'),
     'workers_without_addresses': (['--executor=workers'], '--executor=workers needs --workers'),
     'bad_worker_address': (['--executor=workers', '--workers=localhost'], 'is not host:port'),
 }
@@ -528,7 +530,8 @@ def test_report_output_dir_below_a_file(runner, trained, tmp_path):
 
 
 @pytest.mark.parametrize('args, expect', [
-    (['--port=-1'], 'port'), (['--port=70000'], 'port'), (['--port=abc'], 'port')])
+    (['--port=-1'], 'port'), (['--port=70000'], 'port'), (['--port=abc'], 'port'),
+    (['--max_concurrent_calls=0'], 'max_concurrent_calls must be -1 (no bound) or >= 1')])
 def test_worker_bad_port(runner, args, expect):
   assert_clean_error(runner.run('programs.worker', *args), expect)
 

@@ -6,7 +6,12 @@ import subprocess
 import sys
 import textwrap
 import time
+import types
 
+import pytest
+
+from tff_meta.program import executor
+from tff_meta.program.config import ConfigError
 from tff_meta.runtime import priority
 from tff_meta.runtime import workers
 
@@ -52,3 +57,31 @@ def test_worker_dies_with_a_sigkilled_parent(tmp_path):
   while _alive(worker_pid) and time.time() < deadline:
     time.sleep(0.1)
   assert not _alive(worker_pid), 'worker outlived its SIGKILLed parent'
+
+
+def _command_line(pid):
+  with open(f'/proc/{pid}/cmdline', 'rb') as f:
+    return f.read().decode().split('\0')
+
+
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
+def test_max_concurrent_calls_reaches_the_worker_command_line():
+  flag_values = types.SimpleNamespace(executor='local', workers=None, local_workers=1,
+                                      client_devices=None)
+  with executor.make_pool(flag_values, max_concurrent_calls=3) as pool:
+    command = _command_line(pool._owned[0].pid)  # pylint: disable=protected-access
+    assert '--max_concurrent_computation_calls=3' in command
+  with workers.WorkerProcess() as worker:   # the default: no bound
+    assert '--max_concurrent_computation_calls=-1' in _command_line(worker.pid)
+
+
+@pytest.mark.parametrize('value', [0, -2, True, 1.5])
+def test_a_bad_max_concurrent_calls_starts_no_worker(value):
+  before = workers.live_pids()
+  with pytest.raises(ValueError, match='must be -1 \\(no bound\\) or >= 1'):
+    workers.WorkerProcess(max_concurrent_calls=value)
+  flag_values = types.SimpleNamespace(executor='local', workers=None, local_workers=1,
+                                      client_devices=None)
+  with pytest.raises(ConfigError, match='max_concurrent_calls'):
+    executor.make_pool(flag_values, max_concurrent_calls=value)
+  assert workers.live_pids() == before

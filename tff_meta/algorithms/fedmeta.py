@@ -72,12 +72,16 @@ def sliced_meta_gradient(model, params, data, *, inner_lr, inner_steps, first_or
   scaled = lambda v: [a * x for a, x in zip(rates, v)] if per_weight else [rates * x for x in v]
   slice_loss = lambda w, x, y: loss.value(model.logits(w, x), y)
   sx, sy, qx, qy = data['support_x'], data['support_y'], data['query_x'], data['query_y']
-  thetas, support_grads = [list(params['weights'])], []
-  for _ in range(inner_steps):
-    support_grads.append(slices.mean_gradient(slice_loss, thetas[-1], sx, sy, size))
-    thetas.append([w - d for w, d in zip(thetas[-1], scaled(support_grads[-1]))])
+  thetas, support_grads = [], []   # theta_k and grad L_S(theta_k), k < K, kept for reverse mode
+
+  def support_gradient(weights):
+    thetas.append(weights)
+    support_grads.append(slices.mean_gradient(slice_loss, weights, sx, sy, size))
+    return support_grads[-1]
+
+  adapted = adaptation.descend(support_gradient, params['weights'], rates, inner_steps)
   v, stats = slices.mean_gradient(lambda w, x, y: _loss_and_outputs(model, loss, w, x, y),
-                                  thetas[-1], qx, qy, size, stats_fn=loss.stats)
+                                  adapted, qx, qy, size, stats_fn=loss.stats)
   rate_grads = [tf.zeros_like(w) for w in v] if per_weight else None
   for k in reversed(range(inner_steps)):
     if per_weight:

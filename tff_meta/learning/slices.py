@@ -6,7 +6,9 @@ with full-batch steps on its whole support set and scores its whole query set.
 A Shakespeare role holds up to tens of thousands of 80-character sequences,
 and an LSTM's activations over all of them at once do not fit in memory. Both
 quantities are sums over examples, so they can be accumulated over fixed-size
-slices in a `tf.while_loop`, which keeps one slice's activations alive:
+slices in a `tf.while_loop`, which keeps one slice's activations alive (with
+`parallel_iterations=1`: the slices do not depend on each other, so the
+default 10 would run up to 10 slices' forward and backward passes at once):
 
 - `stats`: loss_sum, correct and num_examples of the query set, summed over
   slices (`losses.batch_stats` of the whole set);
@@ -57,7 +59,8 @@ def stats(stats_fn: Callable, x, y, size: Optional[int] = None):
     return k + 1, tf.nest.map_structure(tf.add, total, part)
 
   first = stats_fn(*_rows(x, y, 0, size))
-  _, total = tf.while_loop(lambda k, _: k < count, body, (tf.constant(1), first))
+  _, total = tf.while_loop(lambda k, _: k < count, body, (tf.constant(1), first),
+                           parallel_iterations=1)
   return total
 
 
@@ -76,7 +79,8 @@ def _slice_means(slice_fn: Callable, x, y, size: Optional[int], zeros, sums=None
             tf.nest.map_structure(tf.add, extra, part))
 
   _, total, extra = tf.while_loop(lambda k, *_: k < count, body,
-                                  (tf.constant(0), list(zeros), sums if sums is not None else ()))
+                                  (tf.constant(0), list(zeros), sums if sums is not None else ()),
+                                  parallel_iterations=1)
   scale = 1.0 / tf.cast(tf.maximum(n, 1), total[0].dtype)
   return [tf.stop_gradient(t * scale) for t in total], extra
 

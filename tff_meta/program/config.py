@@ -72,6 +72,11 @@ class ExperimentConfig:
       'evaluation and checkpoint rounds (default; same results as false). On a pool the state '
       'stays on worker 0. Falls back, with a note, with rounds_per_call > 1 and for algorithms '
       'with client state on a pool.')
+  max_concurrent_calls: int = option(
+      -1, 'Computation calls each local TFF worker runs at once (its '
+      '--max_concurrent_computation_calls); -1 = no bound: a round runs all its clients '
+      'together, in the memory of all of them. A small bound caps the memory of rounds with '
+      'many large clients (Shakespeare; benchmarks/config_cost.py).')
   # Differential privacy and secure aggregation of the update (tff_meta/program/privacy.py).
   dp_noise_multiplier: float = option(
       0.0, 'Differential privacy: noise multiplier z; the sum of clipped updates gets '

@@ -40,3 +40,6 @@ def check_values(cfg, error: type) -> None:
       or abs(sum(split) - 1.0) > 1e-6 or split[0] <= 0):
     raise error(f'client_split must be 3 fractions (train, validation, test) >= 0 summing to 1 '
                 f'with train > 0, e.g. 0.8,0.1,0.1; got {",".join(map(str, split))}.')
+  calls = cfg.max_concurrent_calls
+  if calls < 1 and calls != -1:
+    raise error(f'max_concurrent_calls must be -1 (no bound) or >= 1, got {calls}.')

@@ -121,10 +121,19 @@ def worker_envs(spec: Optional[str], num_workers: int, *,
   return envs
 
 
-def make_pool(flag_values, log_dir=None) -> WorkerPool:
-  """The pool the flags ask for; close it (or use `with`) to stop owned workers."""
+def make_pool(flag_values, log_dir=None, max_concurrent_calls: int = -1) -> WorkerPool:
+  """The pool the flags ask for; close it (or use `with`) to stop owned workers.
+
+  `max_concurrent_calls` (the config key): computation calls each local worker
+  runs at once (-1 = no bound); remote workers take theirs from
+  `programs.worker --max_concurrent_calls`.
+  """
   devices = getattr(flag_values, 'client_devices', None)
   if flag_values.executor == 'workers':
+    if max_concurrent_calls != -1:
+      _note(f'max_concurrent_calls={max_concurrent_calls} applies to workers this program '
+            'starts (--executor=local); start remote workers with python -m programs.worker '
+            f'--max_concurrent_calls={max_concurrent_calls}.')
     if not flag_values.workers:
       raise ConfigError('--executor=workers needs --workers=host:port[,host:port...].')
     if devices:
@@ -141,5 +150,9 @@ def make_pool(flag_values, log_dir=None) -> WorkerPool:
   if flag_values.local_workers < 1:
     raise ConfigError(f'--local_workers must be >= 1, got {flag_values.local_workers}.')
   envs = worker_envs(devices, flag_values.local_workers)
-  return WorkerPool.local(flag_values.local_workers, log_dir=log_dir, env=envs)
+  try:
+    return WorkerPool.local(flag_values.local_workers, log_dir=log_dir, env=envs,
+                            max_concurrent_calls=max_concurrent_calls)
+  except ValueError as e:   # a bad max_concurrent_calls, before any worker starts
+    raise ConfigError(str(e)) from None
 

@@ -102,6 +102,6 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
       final_eval_rounds=cfg.final_eval_rounds, rounds_per_call=cfg.rounds_per_call,
       resident_state=cfg.resident_state, resample_support=cfg.resample_support,
-      pool=pool, show_progress=show_progress,
+      pool=pool, max_concurrent_calls=cfg.max_concurrent_calls, show_progress=show_progress,
       on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE),
                                        config_file.to_toml(cfg)))

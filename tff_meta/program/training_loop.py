@@ -454,8 +454,10 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
         final_eval_rounds: int = 1, rounds_per_call: int = 1,
         resident_state: bool = True, resample_support: bool = False,
         privacy: Optional[Budget] = None,
-        on_start: Optional[Callable[[], None]] = None) -> RunResult:
-  """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
+        on_start: Optional[Callable[[], None]] = None,
+        max_concurrent_calls: int = -1) -> RunResult:
+  """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given
+  (with `max_concurrent_calls`: calls it runs at once, -1 = no bound).
 
   `rounds_per_call` > 1 runs that many rounds per TFF call (`multi_round`);
   `resident_state` keeps the server state on the worker between rounds
@@ -476,7 +478,7 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:
-    with WorkerPool.local(1, log_dir=output_dir) as own:
+    with WorkerPool.local(1, log_dir=output_dir, max_concurrent_calls=max_concurrent_calls) as own:
       result = asyncio.run(_run(alg, data, pool=own, **kwargs))
   write_result(result)
   return result

@@ -27,7 +27,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2, executor_pb2_grpc
 
 from tff_meta.runtime import contexts
-from tff_meta.runtime.workers import GRPC_OPTIONS, WorkerProcess
+from tff_meta.runtime.workers import DEFAULT_MAX_CONCURRENT_CALLS, GRPC_OPTIONS, WorkerProcess
 
 
 WORKER_LOST_EXIT_CODE = 3
@@ -111,9 +111,12 @@ class WorkerPool:
 
   @classmethod
   def local(cls, num_workers: int = 1, log_dir: Optional[str] = None,
-            env: Union[None, Mapping[str, str], Sequence[Mapping[str, str]]] = None
-            ) -> 'WorkerPool':
+            env: Union[None, Mapping[str, str], Sequence[Mapping[str, str]]] = None,
+            max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS) -> 'WorkerPool':
     """Starts `num_workers` local workers (stopped by PID on close()).
+
+    `max_concurrent_calls`: computation calls each worker runs at once (-1: no
+    bound; `WorkerProcess`).
 
     `env`: extra environment variables for every worker (a mapping), or one
     mapping per worker (a sequence), e.g. each its own CUDA_VISIBLE_DEVICES.
@@ -124,7 +127,8 @@ class WorkerPool:
     workers = []
     try:
       for worker_env in envs:
-        workers.append(WorkerProcess(log_dir=log_dir, env=worker_env))
+        workers.append(WorkerProcess(log_dir=log_dir, env=worker_env,
+                                     max_concurrent_calls=max_concurrent_calls))
     except BaseException:
       for w in workers:
         w.stop()

@@ -53,6 +53,15 @@ def worker_binary_path() -> str:
 
 WORKER_DEFAULT_ENV = {'MALLOC_ARENA_MAX': '2'}
 
+# Computation calls one worker runs at once; -1 = no bound (TFF's default).
+DEFAULT_MAX_CONCURRENT_CALLS = -1
+
+
+def check_max_concurrent_calls(value: int) -> None:
+  """Raises ValueError unless `value` is -1 (no bound) or >= 1."""
+  if isinstance(value, bool) or not isinstance(value, int) or (value < 1 and value != -1):
+    raise ValueError(f'max_concurrent_calls must be -1 (no bound) or >= 1, got {value!r}.')
+
 
 class WorkerProcess:
   """One `worker_binary` on localhost; use as a context manager or call stop().
@@ -63,10 +72,17 @@ class WorkerProcess:
   worker's RSS level over hundreds of rounds, where the default arenas let it
   grow ~50% in 300 rounds by fragmentation (benchmarks/memory.py,
   docs/RESULTS.md §7); an explicit value in the environment or `env` wins.
+
+  `max_concurrent_calls`: how many computation calls the worker runs at
+  once (its --max_concurrent_computation_calls); -1 = no bound, so a round
+  runs all its clients together and holds all their memory at once.
   """
 
   def __init__(self, port: Optional[int] = None, log_dir: Optional[str] = None,
-               ready_timeout_s: float = 60.0, env: Optional[Mapping[str, str]] = None):
+               ready_timeout_s: float = 60.0, env: Optional[Mapping[str, str]] = None,
+               max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS):
+    check_max_concurrent_calls(max_concurrent_calls)
+    self.max_concurrent_calls = max_concurrent_calls
     self.port = port or portpicker.pick_unused_port()
     self.env = {k: v for k, v in WORKER_DEFAULT_ENV.items() if k not in os.environ}
     self.env.update(env or {})
@@ -75,7 +91,7 @@ class WorkerProcess:
     self.log_path = os.path.join(log_dir, f'tff_worker_{self.port}.log')
     self._log = open(self.log_path, 'wb')
     self.process = subprocess.Popen(
-        [worker_binary_path(), f'--port={self.port}', '--max_concurrent_computation_calls=-1'],
+        self.command(),
         stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         env={**os.environ, **self.env} if self.env else None,
         start_new_session=True, preexec_fn=priority.preexec_for_worker(_die_with_parent))
@@ -95,6 +111,11 @@ class WorkerProcess:
         raise RuntimeError(f'TFF worker on port {self.port} not ready after {ready_timeout_s}s; '
                            f'see {self.log_path}.')
       time.sleep(0.05)
+
+  def command(self) -> list:
+    """The worker binary's command line."""
+    return [worker_binary_path(), f'--port={self.port}',
+            f'--max_concurrent_computation_calls={self.max_concurrent_calls}']
 
   @property
   def pid(self) -> int:
