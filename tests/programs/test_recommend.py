@@ -33,7 +33,9 @@ def test_movielens_table3_layout(tmp_path):
               'nn_pretrained,maml', *SMALL)
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = proc.stdout
-  assert '| setting | method | RMSE | Precision@1 | Precision@3 | Precision@10 |' in out
+  # The config selects on validation users: the kept episode is a column.
+  assert ('| setting | method | RMSE | Precision@1 | Precision@3 | Precision@10 | kept episode '
+          '(lowest validation RMSE) |') in out
   for method in ('Bias baseline', 'SVD++(self)', 'SVD++(global)', 'NN(self)', 'NN(pre-trained)', 'MAML',
                  'Improvement (MAML vs NN(pre-trained))'):
     assert f'| 20% Support | {method} |' in out, method
@@ -48,6 +50,11 @@ def test_movielens_table3_layout(tmp_path):
   assert [r['episode'] for r in saved['curves']['MAML']] == [0, 2, 4]
   for row in saved['rows']:
     assert 0 < row['rmse'] < 5 and 0 <= row['precision@1'] <= 1
+  kept = {r['method']: r.get('selected_episode') for r in saved['rows']}
+  assert kept['MAML'] in (0, 2, 4) and kept['NN(pre-trained)'] in (0, 2, 4)
+  assert kept['Bias baseline'] is None and kept['NN(self)'] is None
+  curve = saved['curves']['MAML']
+  assert kept['MAML'] == min(curve, key=lambda r: r['rmse'])['episode']
   assert (run / 'curve.png').exists() and (run / 'maml' / 'checkpoints').exists()
 
 

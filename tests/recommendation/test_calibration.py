@@ -107,7 +107,8 @@ def _cfg(folder, **overrides):
 
 def test_validation_mode_scores_held_out_training_users_only(folder):
   plain = movielens_task.prepare(_cfg(folder))
-  held = movielens_task.prepare(_cfg(folder, validation_fraction=0.25))
+  held = movielens_task.prepare(_cfg(folder, validation_fraction=0.25, evaluate_on='validation'))
+  kept = movielens_task.prepare(_cfg(folder, validation_fraction=0.25))   # model selection
   train_users = {e.user for e in plain.tasks.train}
   test_users = {e.user for e in plain.tasks.test}
   val_users = {e.user for e in held.tasks.test}
@@ -119,6 +120,12 @@ def test_validation_mode_scores_held_out_training_users_only(folder):
   support = {e.user: len(e.support_y) for e in held.tasks.test}
   totals = {e.user: len(e.support_y) + len(e.query_y) for e in plain.tasks.train}
   assert all(support[u] == int(np.floor(0.8 * totals[u] + 0.5)) for u in val_users)
+  # Without evaluate_on = "validation" the same users validate, and the test users are scored.
+  assert {e.user for e in kept.tasks.validation} == val_users
+  assert {e.user for e in kept.tasks.test} == test_users
+  assert {e.user for e in kept.tasks.train} == train_users - val_users
+  assert 'VALIDATION' not in kept.summary()
+  assert f'{len(val_users)} validation users' in kept.summary()
 
 
 @pytest.mark.parametrize('key,value', [('validation_fraction', 1.0), ('validation_fraction', -0.1),

@@ -21,6 +21,9 @@ from tff_meta.data.protocol import validate_fraction
 RATING_MODELS = ('rating_mlp', 'rating_wide_mlp')
 # Their starts (warm_start.RATING_INITS).
 RATING_INITS = ('keras', 'bias')
+# select_on: the kept parameters (movielens_task.SELECTIONS) and evaluate_on: the scored users.
+SELECT_ON = ('last', 'validation_rmse')
+EVALUATE_ON = ('test', 'validation')
 
 
 @dataclasses.dataclass
@@ -46,9 +49,19 @@ class RecommendConfig:
       0.5, 'Training tasks: fraction of the data used as support (Fig. 3).')
   train_user_fraction: float = option(0.8, 'Fraction of users that train (the rest test).')
   validation_fraction: float = option(
-      0.0, 'movielens: > 0 = validation mode for rate sweeps: this fraction of the training '
-      'users is held out and scored in place of the test users (who are not used at all); '
-      '0 = the test users.')
+      0.0, 'movielens: this fraction of the training users (a seeded draw) is held out as '
+      'VALIDATION users: not trained on, split as test users are; they choose the kept episode '
+      '(select_on) and, with evaluate_on = "validation", are scored in place of the test users '
+      '(rate sweeps). 0 = none.')
+  select_on: str = option(
+      'last', 'movielens: which parameters of each trained method (MAML, Meta-SGD, '
+      'NN(pre-trained)) are scored: last (after all episodes) or validation_rmse (model '
+      'selection, "early stopping": the curve scores the validation users every eval_every '
+      'episodes and the parameters with the lowest validation RMSE are kept; needs '
+      'validation_fraction > 0; the chosen episode is in the table and results.json).')
+  evaluate_on: str = option(
+      'test', 'movielens: the users of the final table: test, or validation (rate sweeps: the '
+      'held-out validation users, test users unused; needs validation_fraction > 0).')
   query_fraction: float = option(
       0.2, 'service: the last fraction of each test user\'s events is the query set.')
   support_sampling: str = option(
@@ -66,9 +79,10 @@ class RecommendConfig:
       1, 'MAML / Meta-SGD: users per meta-training episode, the meta-batch: the server averages '
       'their meta-gradients into one meta-update (the papers: 1). NN(pre-trained) and '
       'NN-unified take one user per step.')
-  eval_every: int = option(500, 'Evaluate on the test users every N episodes (the curve).')
+  eval_every: int = option(500, 'Evaluate every N episodes (the curve): on the validation users '
+                           'with select_on = validation_rmse, else on the scored users.')
   checkpoint_every: int = option(500, 'Checkpoint every N episodes; a rerun resumes.')
-  eval_users: int = option(0, 'Evaluate the curve on the first N test users (0 = all; the '
+  eval_users: int = option(0, 'Evaluate the curve on the first N of its users (0 = all; the '
                            'final table always uses all).')
   hidden_units: int = option(32, 'Hidden units of the NN models (MovieLens 32, service 64).')
   model: str = option(
@@ -166,6 +180,17 @@ class RecommendConfig:
     if not 0.0 <= self.validation_fraction < 1.0:
       raise ConfigError(f'validation_fraction must be in [0, 1), got {self.validation_fraction} '
                         '(e.g. 0.2: a fifth of the training users validate).')
+    for key, names in (('select_on', SELECT_ON), ('evaluate_on', EVALUATE_ON)):
+      if getattr(self, key) not in names:
+        raise ConfigError(f'{key} must be one of {", ".join(names)}, got {getattr(self, key)!r}.')
+    needs = [f'{k} = "{getattr(self, k)}"' for k, plain in (('select_on', 'last'),
+                                                            ('evaluate_on', 'test'))
+             if getattr(self, k) != plain]
+    if needs and not self.validation_fraction > 0:
+      raise ConfigError(f'{" and ".join(needs)} needs validation users: set validation_fraction '
+                        '> 0 (e.g. 0.2).')
+    if needs and self.task != 'movielens':
+      raise ConfigError(f'{" and ".join(needs)} is for task = "movielens" only.')
     self.self_step_list  # pylint: disable=pointless-statement
     return self
 

@@ -103,8 +103,12 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
                    default=float)
   files.write_text(os.path.join(out, TABLE_FILE), task.format_table([(result.label, rows)]) + '\n')
   if curves:
-    references = {r['method']: r for r in rows if r['method'] in task.reference_methods}
-    plot_curves(curves, task.curve_metrics, os.path.join(out, CURVE_PLOT_FILE), result.label,
+    # Under model selection the curves score the validation users, the rows the test users.
+    on_validation = cfg.select_on != 'last' and cfg.evaluate_on == 'test'
+    references = {} if on_validation else {
+        r['method']: r for r in rows if r['method'] in task.reference_methods}
+    plot_curves(curves, task.curve_metrics, os.path.join(out, CURVE_PLOT_FILE),
+                result.label + (' (curves: validation users)' if on_validation else ''),
                 references)
   return result
 

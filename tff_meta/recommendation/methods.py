@@ -6,7 +6,10 @@
   adapted and predicted by `evaluation.build_predict`.
 - `pretraining`: one unified model pre-trained on training users, one plain-TF
   optimizer step on one sampled user per episode (NN(pre-trained), NN-unified).
-Both checkpoint and record a curve (`loop.run_episodes`).
+Both checkpoint and record a curve (`loop.run_episodes`). With a `Selection`
+(model selection on validation users, "early stopping"), the curve scores the
+validation users, the state with the lowest validation metric is kept, and the
+final (test) metrics are those of the kept state; the row records its episode.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -32,17 +35,46 @@ class MethodResult:
   curve: List[Dict[str, float]] = dataclasses.field(default_factory=list)
   algorithm_params: int = 0
   model_params: int = 0
+  selected_episode: Optional[int] = None   # the kept episode under model selection
 
   def row(self) -> 'collections.OrderedDict':
-    return collections.OrderedDict(method=self.method, **self.metrics,
-                                   algorithm_params=self.algorithm_params,
-                                   model_params=self.model_params)
+    row = collections.OrderedDict(method=self.method, **self.metrics,
+                                  algorithm_params=self.algorithm_params,
+                                  model_params=self.model_params)
+    if self.selected_episode is not None:
+      row['selected_episode'] = self.selected_episode
+    return row
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+  """Model selection: the curve scores `users` (held-out validation users, never test users)
+  and the state with the best `metric` (`mode` 'min' or 'max') is kept."""
+  users: Sequence
+  metric: str
+  mode: str = 'min'
+
+
+def _episodes(name, display, cfg, initial, step, evaluate, curve_users, selection, episodes,
+              show_progress) -> Tuple[object, List[Dict[str, float]], Optional[int]]:
+  """`loop.run_episodes` with or without selection: (final or kept state, curve, its episode)."""
+  out = loop.run_episodes(
+      name=display, initial_state=initial, step=step,
+      evaluate=lambda s: evaluate(s, selection.users if selection else curve_users),
+      episodes=episodes, eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every,
+      output_dir=os.path.join(cfg.resolved_output_dir(), name), show_progress=show_progress,
+      select=(selection.metric, selection.mode) if selection else None)
+  if selection:
+    return out[2].state, out[1], out[2].episode
+  return out[0], out[1], None
 
 
 def meta_learning(cfg, *, name: str, display: str, variant: str, model, loss,
                   train_batch: Callable[[int], list], test: Sequence, curve_test: Sequence,
-                  score: Callable, show_progress: bool) -> MethodResult:
-  """Meta-trains with the FedMeta process; `train_batch(episode)` gives its client values."""
+                  score: Callable, show_progress: bool,
+                  selection: Optional[Selection] = None) -> MethodResult:
+  """Meta-trains with the FedMeta process; `train_batch(episode)` gives its client values;
+  scores `test` with the final state, or with the state `selection` keeps."""
   process = fedmeta.build_fedmeta_process(
       model, variant=variant, inner_lr=cfg.inner_lr, inner_steps=cfg.inner_steps,
       server_optimizer=base.build_optimizer(cfg.server_optimizer, cfg.server_lr), loss=loss)
@@ -55,22 +87,21 @@ def meta_learning(cfg, *, name: str, display: str, variant: str, model, loss,
   def step(state, episode):
     return process.next(state, train_batch(episode))[0]
 
-  state, curve = loop.run_episodes(
-      name=display, initial_state=process.initialize(), step=step,
-      evaluate=lambda s: evaluate(s, curve_test), episodes=cfg.episodes,
-      eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every,
-      output_dir=os.path.join(cfg.resolved_output_dir(), name), show_progress=show_progress)
+  state, curve, chosen = _episodes(name, display, cfg, process.initialize(), step, evaluate,
+                                   curve_test, selection, cfg.episodes, show_progress)
   algorithm_params = int(sum(np.size(v) for vs in state['params'].values() for v in vs))
   return MethodResult(display, evaluate(state, test), curve, algorithm_params,
-                      model.num_parameters)
+                      model.num_parameters, chosen)
 
 
 def pretraining(cfg, *, name: str, display: str, model, trainer: Trainer, episodes: int,
-                user_data: Callable[[int], tuple], evaluate: Callable, show_progress: bool
-                ) -> MethodResult:
+                user_data: Callable[[int], tuple], evaluate: Callable, test: Sequence,
+                curve_test: Sequence, show_progress: bool,
+                selection: Optional[Selection] = None) -> MethodResult:
   """Pre-trains `model`: episode e takes one optimizer step on `user_data(e) = (x, y)`.
 
-  `evaluate(weights, curve: bool)` scores the weights (the curve may use fewer users).
+  `evaluate(weights, users)` scores the weights on those users; the final row scores `test`
+  with the final weights, or with the weights `selection` keeps.
   """
   weights = [np.asarray(w) for w in model.initial_trainable]
   initial = collections.OrderedDict(weights=weights, optimizer=trainer.initialize(weights))
@@ -80,13 +111,11 @@ def pretraining(cfg, *, name: str, display: str, model, trainer: Trainer, episod
     w, s = trainer.run(state['weights'], state['optimizer'], x, y, 1, seed=episode)
     return collections.OrderedDict(weights=w, optimizer=s)
 
-  state, curve = loop.run_episodes(
-      name=display, initial_state=initial, step=step,
-      evaluate=lambda s: evaluate(s['weights'], True), episodes=episodes,
-      eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every,
-      output_dir=os.path.join(cfg.resolved_output_dir(), name), show_progress=show_progress)
-  return MethodResult(display, evaluate(state['weights'], False), curve,
-                      model.num_parameters, model.num_parameters)
+  state, curve, chosen = _episodes(name, display, cfg, initial, step,
+                                   lambda s, users: evaluate(s['weights'], users), curve_test,
+                                   selection, episodes, show_progress)
+  return MethodResult(display, evaluate(state['weights'], test), curve,
+                      model.num_parameters, model.num_parameters, chosen)
 
 
 def sample_user(num_users: int, cfg, episode: int) -> int:

@@ -11,6 +11,13 @@ must beat). Metrics: RMSE over all query ratings and Precision@{1,3,10}
 averaged over test users, relevant = rating 5 as in the paper (`metrics`);
 extras, printed in a second, labelled table: Precision@k with relevant =
 rating >= 4 and NDCG@k.
+
+Model selection (`SELECTIONS[cfg.select_on]`): with validation users held out
+(`validation_fraction`), `validation_rmse` keeps each trained method's
+parameters of the evaluation with the lowest RMSE on the validation users
+("early stopping"), and the table scores those on the test users, with the
+kept episode. `evaluate_on = "validation"` scores the validation users in
+place of the test users (rate sweeps; test users unused).
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ METRICS = ('rmse',) + tuple(f'precision@{k}' for k in K_VALUES)
 EXTRA_METRICS = tuple(f'precision_ge4@{k}' for k in K_VALUES) + tuple(f'ndcg@{k}' for k in K_VALUES)
 EXTRA_HEADERS = tuple(f'P@{k} (rating >= 4)' for k in K_VALUES) + tuple(f'NDCG@{k}' for k in K_VALUES)
 BIAS = 'Bias baseline'
+# select_on -> (metric, 'min' | 'max') chosen on the validation users; 'last': no selection.
+SELECTIONS = {'last': None, 'validation_rmse': ('rmse', 'min')}
 
 
 @dataclasses.dataclass
@@ -66,8 +75,10 @@ def prepare(cfg) -> MovieLensData:
                sampling=cfg.support_sampling, validation_fraction=cfg.validation_fraction)
   encoded = tasks.encode_users(ds.clients, encoder.encode)
   items = tasks.encode_users(ds.clients, lambda u: u.features['item'][:, None])
-  return MovieLensData(tasks.rating_tasks(encoded, **split), tasks.rating_tasks(items, **split), ds,
-                       validation=cfg.validation_fraction > 0)
+  on_validation = cfg.evaluate_on == 'validation'
+  scored = lambda t: dataclasses.replace(t, test=t.validation) if on_validation else t
+  return MovieLensData(scored(tasks.rating_tasks(encoded, **split)),
+                       scored(tasks.rating_tasks(items, **split)), ds, validation=on_validation)
 
 
 def score(predictions, episodes) -> Dict[str, float]:
@@ -98,6 +109,14 @@ def _curve_users(cfg, episodes: List) -> List:
   return episodes[:cfg.eval_users] if cfg.eval_users > 0 else episodes
 
 
+def _selection(cfg, data: MovieLensData):
+  """`methods.Selection` on the validation users (never the test users), or None."""
+  select = SELECTIONS[cfg.select_on]
+  if select is None:
+    return None
+  return methods.Selection(_curve_users(cfg, data.tasks.validation), *select)
+
+
 def _meta(cfg, data: MovieLensData, show_progress: bool, *, variant: str, display: str):
   train = [e.tensors() for e in data.tasks.train]
   return methods.meta_learning(
@@ -105,7 +124,7 @@ def _meta(cfg, data: MovieLensData, show_progress: bool, *, variant: str, displa
       loss=losses.SQUARED_ERROR,
       train_batch=lambda ep: [train[i] for i in methods.sample_users(len(train), cfg, ep)],
       test=data.tasks.test, curve_test=_curve_users(cfg, data.tasks.test), score=score,
-      show_progress=show_progress)
+      show_progress=show_progress, selection=_selection(cfg, data))
 
 
 def nn_pretrained(cfg, data: MovieLensData, show_progress: bool):
@@ -123,13 +142,14 @@ def nn_pretrained(cfg, data: MovieLensData, show_progress: bool):
     e = train[methods.sample_user(len(train), cfg, episode)]
     return e.all_x, e.all_y
 
-  def evaluate(weights, curve):
-    eps = _curve_users(cfg, data.tasks.test) if curve else data.tasks.test
+  def evaluate(weights, eps):
     return score(predict(params(weights), evaluation.prediction_inputs(eps)), eps)
 
   return methods.pretraining(cfg, name='nn_pretrained', display='NN(pre-trained)', model=model,
                              trainer=trainer, episodes=cfg.episodes, user_data=user_data,
-                             evaluate=evaluate, show_progress=show_progress)
+                             evaluate=evaluate, test=data.tasks.test,
+                             curve_test=_curve_users(cfg, data.tasks.test),
+                             show_progress=show_progress, selection=_selection(cfg, data))
 
 
 def nn_self(cfg, data: MovieLensData, show_progress: bool):
@@ -211,23 +231,26 @@ def _extra_table(blocks: List[Tuple[str, List[dict]]]) -> List[str]:
 
 
 def format_table(blocks: List[Tuple[str, List[dict]]]) -> str:
-  """Table 3 layout: per "p% Support" block, RMSE and Precision@k per method, then the
-  relative improvement of MAML over NN(pre-trained); then which methods do not beat the bias
-  baseline's RMSE, the extra metrics' table and the parameter counts."""
+  """Table 3 layout: per "p% Support" block, RMSE and Precision@k per method (and, under model
+  selection, the kept episode), then the relative improvement of MAML over NN(pre-trained);
+  then which methods do not beat the bias baseline's RMSE, the extra metrics' table and the
+  parameter counts."""
   table = []
+  kept = any('selected_episode' in r for _, rows in blocks for r in rows)
   for label, rows in blocks:
     by = {r['method']: r for r in rows}
     for r in rows:
       table.append([label, r['method'], f'{r["rmse"]:.4f}',
-                    *(f'{100 * r[f"precision@{k}"]:.2f}%' for k in K_VALUES)])
+                    *(f'{100 * r[f"precision@{k}"]:.2f}%' for k in K_VALUES)]
+                   + ([r.get('selected_episode', '')] if kept else []))
     if 'MAML' in by and 'NN(pre-trained)' in by:
       m, n = by['MAML'], by['NN(pre-trained)']
       table.append([label, 'Improvement (MAML vs NN(pre-trained))',
                     f'{100 * (n["rmse"] - m["rmse"]) / n["rmse"]:.2f}%',
                     *(f'{100 * (m[k] - n[k]) / n[k]:.2f}%' if n[k] else 'n/a'
-                      for k in (f'precision@{k}' for k in K_VALUES))])
-  lines = [markdown_table(['setting', 'method', 'RMSE', *(f'Precision@{k}' for k in K_VALUES)],
-                          table)]
+                      for k in (f'precision@{k}' for k in K_VALUES))] + ([''] if kept else []))
+  lines = [markdown_table(['setting', 'method', 'RMSE', *(f'Precision@{k}' for k in K_VALUES)]
+                          + (['kept episode (lowest validation RMSE)'] if kept else []), table)]
   lines += _floor_notes(blocks) + _extra_table(blocks)
   sizes = {r['method']: r for _, rows in blocks for r in rows if r.get('model_params')}
   if sizes:

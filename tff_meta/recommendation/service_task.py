@@ -102,8 +102,7 @@ def nn_unified(cfg, data: service.ServiceTasks, show_progress: bool):
     uid = data.train_ids[methods.sample_user(len(data.train_ids), cfg, step)]
     return enc.unified(uid, data.log.users[uid])
 
-  def evaluate(weights, curve):
-    users = _curve_users(cfg, data.test) if curve else data.test
+  def evaluate(weights, users):
     preds = [tune.predict(tune.fit(weights, u.unified.support_x, u.unified.support_y,
                                    cfg.finetune, seed=cfg.seed), u.unified.query_x)
              for u in users]
@@ -112,7 +111,8 @@ def nn_unified(cfg, data: service.ServiceTasks, show_progress: bool):
   cfg_steps = dataclasses.replace(cfg, episodes=cfg.pretrain_steps)
   return methods.pretraining(cfg_steps, name='nn_unified', display='NN-unified', model=model,
                              trainer=pre, episodes=cfg.pretrain_steps, user_data=user_data,
-                             evaluate=evaluate, show_progress=show_progress)
+                             evaluate=evaluate, test=data.test,
+                             curve_test=_curve_users(cfg, data.test), show_progress=show_progress)
 
 
 def _self_result(display: str, scores, data) -> methods.MethodResult:

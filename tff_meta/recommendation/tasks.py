@@ -73,16 +73,19 @@ def episode(user: str, x: np.ndarray, y: np.ndarray, support_fraction: float,
 
 @dataclasses.dataclass
 class RatingTasks:
-  """MovieLens tasks: training episodes (meta-training) and testing episodes."""
+  """MovieLens tasks: training episodes (meta-training), testing episodes and validation
+  episodes (held-out training users; empty without validation_fraction)."""
   train: List[Episode]
   test: List[Episode]
   feature_dim: int
+  validation: List[Episode] = dataclasses.field(default_factory=list)
 
   def summary(self) -> str:
     n = lambda eps: sum(len(e.support_y) + len(e.query_y) for e in eps)
     return (f'{len(self.train)} training users ({n(self.train)} ratings), {len(self.test)} '
             f'testing users ({sum(len(e.support_y) for e in self.test)} support / '
-            f'{sum(len(e.query_y) for e in self.test)} query ratings)')
+            f'{sum(len(e.query_y) for e in self.test)} query ratings)'
+            + (f', {len(self.validation)} validation users' if self.validation else ''))
 
 
 def rating_tasks(users: Dict[str, Tuple[np.ndarray, np.ndarray]], *, support_fraction: float,
@@ -93,19 +96,21 @@ def rating_tasks(users: Dict[str, Tuple[np.ndarray, np.ndarray]], *, support_fra
 
   Test users: support = fraction `support_fraction`, query = the rest.
   Training users: support = `train_support_fraction`, query = the rest.
-  validation_fraction > 0 (rate sweeps): that fraction of the training users (a second seeded
-  draw) is held out and returned as `test`, split as test users are; the real test users are
-  left out entirely, so nothing is selected on them.
+  validation_fraction > 0: that fraction of the training users (a second seeded draw) is held
+  out as `validation`, split as test users are (model selection and rate sweeps score them,
+  never the test users).
   """
   validate_fraction('support_fraction', support_fraction)
   validate_fraction('train_support_fraction', train_support_fraction)
   train_ids, test_ids = split_users(sorted(users, key=_numeric_first), train_user_fraction, seed)
+  val_ids = []
   if validation_fraction > 0:
-    train_ids, test_ids = split_users(train_ids, 1.0 - validation_fraction, seed, stream=7)
+    train_ids, val_ids = split_users(train_ids, 1.0 - validation_fraction, seed, stream=7)
   make = lambda ids, p: [episode(u, *users[u], p, 1.0 - p, sampling, seed) for u in ids]
   dim = next(iter(users.values()))[0].shape[1]
   return RatingTasks(train=make(train_ids, train_support_fraction),
-                     test=make(test_ids, support_fraction), feature_dim=dim)
+                     test=make(test_ids, support_fraction), feature_dim=dim,
+                     validation=make(val_ids, support_fraction))
 
 
 def _numeric_first(user_id: str):
