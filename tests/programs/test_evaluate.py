@@ -15,6 +15,7 @@ import pytest
 
 from tests import helpers
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
+from tff_meta.program import client_data, experiment, reevaluation
 
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=4', '--eval_every=2',
          '--checkpoint_every=2', '--clients_per_round=3']
@@ -70,7 +71,8 @@ def test_own_settings_repeat_the_runs_eval_rows(runner, runs, tmp_path):
   _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=-1,1,0,5')
   assert result['round'] == 4 and result['split'] == 'test'
   by_steps = {r['eval_inner_steps']: r for r in result['rows']}
-  assert [r['setting'] for r in result['rows']] == [f'eval_inner_steps={k}' for k in (-1, 1, 0, 5)]
+  assert [r['setting'] for r in result['rows']] == [
+      f'eval_inner_steps={k}' for k in (-1, 1, 0, 5)]
   _assert_row(by_steps[-1], rows[4])   # -1 = inner_steps = 1, the run's own
   _assert_row(by_steps[1], rows[4])
   assert by_steps[5]['accuracy'] != by_steps[1]['accuracy'] or \
@@ -85,7 +87,6 @@ def test_zero_steps_is_the_plain_global_model(runner, runs, tmp_path, tff_contex
   """0 inner steps scores the checkpoint's weights as they are: the plain-TF forward pass of
   the digits MLP (`helpers.mlp_logits`, no Keras or TFF) and a NumPy cross-entropy."""
   del tff_context
-  from tff_meta.program import client_data, experiment, reevaluation  # pylint: disable=g-import-not-at-top
   run = runs['fedmeta_maml']
   _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=0')
   row = result['rows'][0]
@@ -150,7 +151,8 @@ def test_bad_inputs(runner, runs, tmp_path):
       ([f'--run_dir={maml}', '--eval_inner_steps=1,1', out], 'repeats a value'),
       ([f'--run_dir={maml}', '--eval_inner_steps=-2', out], 'eval_inner_steps must be >= -1'),
       ([f'--run_dir={maml}', '--eval_inner_lr=0', out], 'inner_lr must be > 0'),
-      ([f'--run_dir={maml}', '--finetune_epochs=1', out], 'has no finetune_epochs'),
+      ([f'--run_dir={maml}', '--finetune_epochs=1', out],
+       'has no --finetune_epochs to set; it takes --eval_inner_steps, --eval_inner_lr'),
       ([f'--run_dir={fedavg}', '--eval_inner_steps=1', out], 'it takes --finetune_epochs'),
       ([f'--run_dir={maml}', '--split=known', out], '--split=known: this run has the splits'),
       ([f'--run_dir={maml}', f'--output={maml / "results.json"}'], "would overwrite the run's"),

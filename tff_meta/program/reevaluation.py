@@ -78,8 +78,9 @@ def parse_values(flag: str, text: Optional[str]) -> List[Any]:
     try:
       value = kind(item.strip())
     except ValueError:
-      raise ConfigError(f'--{flag}: {item.strip()!r} is not {"an integer" if kind is int else "a number"}; '
-                        f'give a comma-separated list such as --{flag}=0,1,5.') from None
+      what = 'an integer' if kind is int else 'a number'
+      raise ConfigError(f'--{flag}: {item.strip()!r} is not {what}; give a comma-separated '
+                        f'list such as --{flag}=0,1,5.') from None
     if not math.isfinite(value):
       raise ConfigError(f'--{flag}: {item.strip()!r} is not a finite number.')
     values.append(value)
@@ -110,25 +111,25 @@ def load_run_config(run_dir: str, cache_dir: Optional[str] = None) -> config_lib
   return cfg.for_algorithm(cfg.algorithm, run_dir).validate()
 
 
+def _reads(algorithm: str) -> set:
+  """The hparams `algorithm` reads."""
+  return {f.name for f in dataclasses.fields(ALGORITHMS.get(algorithm).hparams)}
+
+
 def config_for(cfg: config_lib.ExperimentConfig, setting: Setting) -> config_lib.ExperimentConfig:
-  """The run's config with `setting`'s hparams, for the algorithm that reads them all."""
-  algorithm = cfg.algorithm
-  names = [name for name, _ in setting.overrides]
-  own = {f.name for f in dataclasses.fields(ALGORITHMS.get(algorithm).hparams)}
-  missing = [n for n in names if n not in own]
-  twin = EVALUATED_AS.get(algorithm)
-  if missing and twin is not None:
-    twin_fields = {f.name for f in dataclasses.fields(ALGORITHMS.get(twin).hparams)}
-    if all(n in twin_fields for n in names):
-      algorithm, missing = twin, []
-  if missing:
-    flags = {hp: flag for flag, (hp, _) in KNOBS.items()}
-    usable = [flag for flag, (hp, _) in KNOBS.items()
-              if hp in own or (twin and hp in {f.name for f in dataclasses.fields(
-                  ALGORITHMS.get(twin).hparams)})]
+  """The run's config with `setting`'s hparams, for the algorithm that reads them all: the
+  run's own, else the one it is `EVALUATED_AS`; a ConfigError names the flags that apply."""
+  names = {name for name, _ in setting.overrides}
+  candidates = [cfg.algorithm] + ([EVALUATED_AS[cfg.algorithm]]
+                                  if cfg.algorithm in EVALUATED_AS else [])
+  algorithm = next((a for a in candidates if names <= _reads(a)), None)
+  if algorithm is None:
+    readable = set().union(*map(_reads, candidates))
+    wrong = [f'--{flag}' for flag, (hp, _) in KNOBS.items() if hp in names - readable]
+    usable = [f'--{flag}' for flag, (hp, _) in KNOBS.items() if hp in readable]
     raise ConfigError(f'{ALGORITHMS.get(cfg.algorithm).display_name} ({cfg.algorithm}) has no '
-                      f'{", ".join(missing)} (--{", --".join(flags[n] for n in missing)}); '
-                      f'it takes {", ".join("--" + f for f in usable) or "none of these flags"}.')
+                      f'{", ".join(wrong)} to set; it takes '
+                      f'{", ".join(usable) or "none of these flags"}.')
   hp = dataclasses.replace(cfg.hparams, **dict(setting.overrides))
   hparams_lib.check_fields(hp, ConfigError, prefix='')
   return dataclasses.replace(cfg, algorithm=algorithm, hparams=hp)
