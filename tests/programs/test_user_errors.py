@@ -4,7 +4,7 @@ Issue 16: corrupt or truncated files of every kind the programs read
 (configs, checkpoints, client states, metric CSVs, data files, run folders),
 paths of the wrong kind or not writable, bad flag values, and a run folder of
 another configuration. Each case also checks that nothing already written
-changed (bytes equal). The programs run through `program_runner` (a forked
+changed (bytes equal). The programs run through `program_runner` (`program_client.Runner`; a forked
 `python -m programs.X` each, TensorFlow imported once); a few cases also run
 as plain `python -m` subprocesses.
 """
@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.helpers import program_env
+from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=2', '--eval_every=1',
          '--checkpoint_every=1', '--clients_per_round=3']
@@ -27,61 +28,11 @@ STATEFUL = ['--config=configs/report003/digits.toml', '--algorithm=fedper', '--p
             '--rounds=2', '--eval_every=1', '--checkpoint_every=1']
 
 
-class Runner:
-  """A `program_runner` server: run(module, *args) -> (returncode, stdout, stderr)."""
-
-  def __init__(self):
-    self._proc = subprocess.Popen(
-        [sys.executable, '-m', 'tests.programs.program_runner'], cwd=REPO, env=program_env(),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-  def run(self, module, *args, env=None):
-    request = {'module': module, 'args': [str(a) for a in args], 'cwd': REPO, 'env': env or {}}
-    self._proc.stdin.write(json.dumps(request) + '\n')
-    self._proc.stdin.flush()
-    reply = json.loads(self._proc.stdout.readline())
-    return subprocess.CompletedProcess(args, reply['returncode'], reply['stdout'], reply['stderr'])
-
-  def close(self):
-    self._proc.stdin.close()
-    self._proc.wait(timeout=60)
-
-
 @pytest.fixture(scope='module')
 def runner():
   r = Runner()
   yield r
   r.close()
-
-
-def snapshot(*roots):
-  """path -> bytes of every file under `roots` (a file root is itself)."""
-  files = {}
-  for root in map(str, roots):
-    if os.path.isfile(root):
-      files[root] = open(root, 'rb').read()
-    for folder, _, names in os.walk(root):
-      for name in names:
-        path = os.path.join(folder, name)
-        with open(path, 'rb') as f:
-          files[path] = f.read()
-  return files
-
-
-def assert_clean_error(proc, expect=None, before=None):
-  """Non-zero exit, one `error:` line (containing `expect`), no traceback, files unchanged."""
-  assert proc.returncode != 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-  assert 'Traceback' not in proc.stderr, proc.stderr[-4000:]
-  errors = [line for line in proc.stderr.splitlines() if line.startswith('error:')]
-  assert len(errors) == 1, proc.stderr[-3000:]
-  assert 'internal error' not in errors[0], errors[0]
-  if expect is not None:
-    assert expect in errors[0], errors[0]
-  if before is not None:
-    now = snapshot(*{os.path.dirname(p) if os.path.isfile(p) else p for p in before})
-    for path, content in before.items():
-      assert now.get(path) == content, f'{path} changed or vanished'
-  return errors[0]
 
 
 def write(path, content):

@@ -49,10 +49,13 @@ def _leaf_signature(value) -> Tuple[Tuple[int, ...], str]:
 
 
 async def load_latest(manager: tff.program.FileProgramStateManager, root: str, initial: Any,
-                      what: str, unit: str = 'round') -> Tuple[Any, int]:
+                      what: str, unit: str = 'round',
+                      version: Optional[int] = None) -> Tuple[Any, int]:
   """(state, version) of the newest checkpoint under `root`, or (None, 0) if there is none.
 
   `what` names the run's algorithm in messages; `unit` what a version counts.
+  `version` asks for that checkpoint instead of the newest (a CheckpointError
+  lists the ones there are when it is missing).
   """
   if os.path.exists(root) and not os.path.isdir(root):
     raise CheckpointError(f'{root} is a file, but this run keeps its checkpoints in a folder '
@@ -60,10 +63,14 @@ async def load_latest(manager: tff.program.FileProgramStateManager, root: str, i
   versions = sorted(await manager.get_versions() or [])
   if not versions:
     return None, 0
-  latest = versions[-1]
+  if version is not None and version not in versions:
+    raise CheckpointError(f'{root} has no checkpoint of {unit} {version}; it has {unit}s '
+                          f'{", ".join(map(str, versions))}.')
+  latest = versions[-1] if version is None else version
   path = os.path.join(root, f'program_state_{latest}')
-  previous = (f'to resume from {unit} {versions[-2]} (the previous checkpoint)'
-              if len(versions) > 1 else 'to start over')
+  earlier = [v for v in versions if v < latest]
+  previous = (f'to resume from {unit} {earlier[-1]} (the previous checkpoint)'
+              if earlier else 'to start over')
   fix = f'Delete that folder {previous}, or use a new --output_dir to start over.'
   try:
     await file_utils.read_saved_model(path)

@@ -259,22 +259,32 @@ class Evaluation:
   store: Optional[ClientStateStore] = None
   privacy: Optional[Budget] = None
 
-  def row(self, state, round_num: int) -> Tuple[Dict[str, float], personalized.EvalSummary]:
-    """(eval.csv row, the test summary) of `state` after round `round_num`."""
+  def splits(self) -> List[Tuple[str, Sequence[ClientSplit], bool]]:
+    """(name, clients, known) of each split it scores: new clients (test, validation), then
+    the known clients' held-out sets when the protocol keeps them."""
     data = self.data
     has_known = bool(data.train) and data.train[0].holdout is not None
     # FedEC's protocol has no new clients: its test set is the training clients'
     # local test sets, reported as test_*; with new clients too they are known_*.
     known_name = 'known' if data.test else 'test'
+    candidates = (('test', data.test, False), ('validation', data.validation, False),
+                  (known_name, data.train if has_known else [], True))
+    return [(name, clients, known) for name, clients, known in candidates if clients]
+
+  def summary(self, params, split: Tuple[str, Sequence[ClientSplit], bool],
+              round_num: int) -> personalized.EvalSummary:
+    """The evaluation of `params` (after round `round_num`) on one of `splits()`."""
+    _, clients, known = split
+    return evaluate(self.alg, params, clients, self.pool, known=known, store=self.store,
+                    seed=self.seed * 1000003 + round_num)
+
+  def row(self, state, round_num: int) -> Tuple[Dict[str, float], personalized.EvalSummary]:
+    """(eval.csv row, the test summary) of `state` after round `round_num`."""
     params = self.alg.params(state)
     row, summaries = {}, {}
-    for split_name, clients, known in (('test', data.test, False),
-                                       ('validation', data.validation, False),
-                                       (known_name, data.train if has_known else [], True)):
-      if clients:
-        summaries[split_name] = evaluate(self.alg, params, clients, self.pool, known=known,
-                                         store=self.store, seed=self.seed * 1000003 + round_num)
-        row.update(_eval_row(split_name, summaries[split_name]))
+    for split in self.splits():
+      summaries[split[0]] = self.summary(params, split, round_num)
+      row.update(_eval_row(split[0], summaries[split[0]]))
     if self.privacy is not None:   # issue #18: the privacy spent by the rounds so far
       row['epsilon'] = self.privacy.epsilon(round_num)
     return row, summaries[PRIMARY]

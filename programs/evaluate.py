@@ -1,0 +1,66 @@
+r"""Re-evaluates a finished programs.train run's saved state with other evaluation settings.
+
+  python -m programs.evaluate --run_dir=runs/fedmeta/table2_femnist_p20_maml \
+      --eval_inner_steps=0,1,5 --cache_dir=../shared/data/tff
+
+Rebuilds the run's data, clients, model and algorithm from its config.toml,
+loads a checkpoint (--round, default the newest) and scores its global
+parameters on the run's test (or validation) clients once per setting: every
+combination of --eval_inner_steps, --eval_inner_lr and --finetune_epochs (none
+given: the run's own evaluation, which repeats its eval.csv row). Nothing is
+trained and the run's files are not changed; the table goes to stdout and to
+<run_dir>/reevaluation.json and .md (or --output). See
+tff_meta/program/reevaluation.py.
+"""
+
+import os
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags  # noqa: E402
+
+from tff_meta.program import errors, executor, logs, reevaluation  # noqa: E402
+from tff_meta.program.config import ConfigError  # noqa: E402
+
+flags.DEFINE_string('run_dir', None, 'The run folder (--output_dir of programs.train).')
+flags.DEFINE_string('eval_inner_steps', None, 'Comma-separated inner steps at evaluation, e.g. '
+                    '0,1,5 (0 = no adaptation); algorithms with eval_inner_steps.')
+flags.DEFINE_string('eval_inner_lr', None, 'Comma-separated alpha (inner_lr) values for the '
+                    'adaptation at evaluation; not Meta-SGD (it learned its rates).')
+flags.DEFINE_string('finetune_epochs', None, 'Comma-separated FedAvg(Meta) fine-tuning epochs '
+                    '(0 = none); a FedAvg run is then scored as FedAvg(Meta).')
+flags.DEFINE_string('split', 'test', 'The clients to score: test or validation (known: the '
+                    'training clients\' held-out sets, when the run keeps them).')
+flags.DEFINE_integer('round', None, 'The checkpoint (round) to evaluate; default the newest.')
+flags.DEFINE_string('cache_dir', None, 'Overrides the run\'s [data].cache_dir (TFF sqlite '
+                    'folder).')
+flags.DEFINE_string('output', None, 'Output path stem (.json and .md); default '
+                    '<run_dir>/reevaluation.')
+executor.define_flags(flags)
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  logs.quiet()
+  if not FLAGS.run_dir:
+    raise ConfigError('--run_dir is required: the folder of a finished programs.train run.')
+  values = {flag: reevaluation.parse_values(flag, getattr(FLAGS, flag))
+            for flag in reevaluation.KNOBS}
+  settings = reevaluation.settings(values)
+  cfg = reevaluation.load_run_config(FLAGS.run_dir, FLAGS.cache_dir)
+  for setting in settings:   # bad settings stop before the data load
+    reevaluation.config_for(cfg, setting)
+  paths = reevaluation.output_paths(FLAGS.run_dir, FLAGS.output)
+  log_dir = os.path.dirname(os.path.abspath(paths[0]))
+  with executor.make_pool(FLAGS, log_dir=log_dir) as pool:
+    result = reevaluation.reevaluate(cfg, FLAGS.run_dir, pool, settings, split=FLAGS.split,
+                                     round_num=FLAGS.round)
+  reevaluation.write(result, paths)
+  print(reevaluation.markdown(result))
+  print(f'Written to {paths[0]} and {paths[1]}')
+
+
+if __name__ == '__main__':
+  errors.run(main)

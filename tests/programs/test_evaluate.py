@@ -1,0 +1,163 @@
+"""programs/evaluate.py: re-evaluating a finished run's checkpoint with other evaluation settings.
+
+Two tiny digits runs (FedMeta(MAML) and FedAvg) train once through the
+forking `program_runner`; every re-evaluation reads them and must leave them
+byte for byte unchanged.
+"""
+
+import asyncio
+import csv
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from tests import helpers
+from tests.programs.program_client import Runner, assert_clean_error, snapshot
+from tff_meta.program import client_data, experiment, reevaluation
+
+TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=4', '--eval_every=2',
+         '--checkpoint_every=2', '--clients_per_round=3']
+# The same computation on the same state and clients: the counts (accuracies) are equal; the
+# mean loss may differ in its last bits (TF's summation order).
+EXACT = ('accuracy', 'client_mean', 'client_std')
+
+
+@pytest.fixture(scope='module')
+def runner():
+  r = Runner()
+  yield r
+  r.close()
+
+
+@pytest.fixture(scope='module')
+def runs(runner, tmp_path_factory):
+  """algorithm -> the folder of a finished 4-round run."""
+  root = tmp_path_factory.mktemp('runs')
+  out = {}
+  for algorithm in ('fedmeta_maml', 'fedavg'):
+    out[algorithm] = root / algorithm
+    proc = runner.run('programs.train', *TRAIN, f'--algorithm={algorithm}',
+                      f'--output_dir={out[algorithm]}')
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  return out
+
+
+def _eval_rows(run):
+  with open(run / 'eval.csv', newline='') as f:
+    return {int(r['round']): {k: float(v) for k, v in r.items()} for r in csv.DictReader(f)}
+
+
+def _evaluate(runner, run, out, *flags):
+  before = snapshot(run)
+  proc = runner.run('programs.evaluate', f'--run_dir={run}', f'--output={out}', *flags)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert snapshot(run) == before, 'the run folder changed'
+  result = json.loads(out.with_suffix('.json').read_text())
+  assert out.with_suffix('.md').read_text().strip() in proc.stdout
+  return proc, result
+
+
+def _assert_row(row, expected, split='test'):
+  for key in EXACT:
+    assert row[key] == expected[f'{split}_{key}'], (key, row, expected)
+  assert row['loss'] == pytest.approx(expected[f'{split}_loss'], rel=1e-6)
+
+
+def test_own_settings_repeat_the_runs_eval_rows(runner, runs, tmp_path):
+  run = runs['fedmeta_maml']
+  rows = _eval_rows(run)
+  _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=-1,1,0,5')
+  assert result['round'] == 4 and result['split'] == 'test'
+  by_steps = {r['eval_inner_steps']: r for r in result['rows']}
+  assert [r['setting'] for r in result['rows']] == [
+      f'eval_inner_steps={k}' for k in (-1, 1, 0, 5)]
+  _assert_row(by_steps[-1], rows[4])   # -1 = inner_steps = 1, the run's own
+  _assert_row(by_steps[1], rows[4])
+  assert by_steps[5]['accuracy'] != by_steps[1]['accuracy'] or \
+      by_steps[5]['loss'] != by_steps[1]['loss']
+  # An earlier checkpoint, the validation clients, no setting: the run's row of round 2.
+  _, earlier = _evaluate(runner, run, tmp_path / 'v', '--round=2', '--split=validation')
+  assert earlier['round'] == 2 and [r['setting'] for r in earlier['rows']] == ['as run']
+  _assert_row(earlier['rows'][0], rows[2], 'validation')
+
+
+def test_zero_steps_is_the_plain_global_model(runner, runs, tmp_path, tff_context):
+  """0 inner steps scores the checkpoint's weights as they are: the plain-TF forward pass of
+  the digits MLP (`helpers.mlp_logits`, no Keras or TFF) and a NumPy cross-entropy."""
+  del tff_context
+  run = runs['fedmeta_maml']
+  _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=0')
+  row = result['rows'][0]
+  cfg = reevaluation.load_run_config(str(run))
+  data = experiment.prepare_data(cfg)
+  model = experiment.build_model(cfg, data)
+  alg = experiment.build_algorithm(cfg, model, data)
+  state, version = asyncio.run(reevaluation.load_state(alg, str(run), None))
+  assert version == 4
+  weights = alg.params(state)['weights']
+  correct = total = loss = 0.0
+  for client in data.test:
+    ep = client_data.episode(client)
+    logits = np.asarray(helpers.mlp_logits([np.asarray(w) for w in weights],
+                                           np.asarray(ep['query_x'], np.float32)), np.float64)
+    y = np.asarray(ep['query_y'])
+    log_p = logits - logits.max(1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
+    correct += float((logits.argmax(1) == y).sum())
+    loss -= float(log_p[np.arange(len(y)), y].sum())
+    total += len(y)
+  assert row['query_examples'] == total and row['clients'] == len(data.test)
+  assert row['accuracy'] == pytest.approx(correct / total, abs=1e-12)
+  assert row['loss'] == pytest.approx(loss / total, rel=1e-5)
+
+
+def test_fedavg_fine_tunes_as_fedavg_meta(runner, runs, tmp_path):
+  run = runs['fedavg']
+  rows = _eval_rows(run)
+  _, result = _evaluate(runner, run, tmp_path / 'r', '--finetune_epochs=0,2')
+  zero, two = result['rows']
+  assert zero['method'] == two['method'] == 'FedAvg(Meta)'
+  _assert_row(zero, rows[4])   # no fine-tuning = FedAvg's own evaluation
+  assert (two['accuracy'], two['loss']) != (zero['accuracy'], zero['loss'])
+
+
+def test_default_output_goes_into_the_run_folder(runner, runs, tmp_path):
+  run = tmp_path / 'copy'
+  shutil.copytree(runs['fedmeta_maml'], run)
+  before = snapshot(run)
+  proc = runner.run('programs.evaluate', f'--run_dir={run}')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  after = snapshot(run)
+  assert {p: c for p, c in after.items() if p in before} == before
+  assert json.loads((run / 'reevaluation.json').read_text())['rows'][0]['setting'] == 'as run'
+  assert (run / 'reevaluation.md').exists()
+
+
+def test_bad_inputs(runner, runs, tmp_path):
+  maml, fedavg = runs['fedmeta_maml'], runs['fedavg']
+  no_checkpoints = tmp_path / 'no_ckpt'
+  no_checkpoints.mkdir()
+  shutil.copy(maml / 'config.toml', no_checkpoints / 'config.toml')
+  out = f'--output={tmp_path / "o"}'
+  cases = [
+      ([], '--run_dir is required'),
+      ([f'--run_dir={tmp_path / "missing"}'], 'is not a folder'),
+      ([f'--run_dir={tmp_path}'], 'has no config.toml'),
+      ([f'--run_dir={no_checkpoints}', out], 'has no checkpoints/ folder'),
+      ([f'--run_dir={maml}', '--round=3', out], 'has no checkpoint of round 3; it has rounds 2, 4'),
+      ([f'--run_dir={maml}', '--eval_inner_steps=0,x', out], "--eval_inner_steps: 'x' is not an"),
+      ([f'--run_dir={maml}', '--eval_inner_steps=1,1', out], 'repeats a value'),
+      ([f'--run_dir={maml}', '--eval_inner_steps=-2', out], 'eval_inner_steps must be >= -1'),
+      ([f'--run_dir={maml}', '--eval_inner_lr=0', out], 'inner_lr must be > 0'),
+      ([f'--run_dir={maml}', '--finetune_epochs=1', out],
+       'has no --finetune_epochs to set; it takes --eval_inner_steps, --eval_inner_lr'),
+      ([f'--run_dir={fedavg}', '--eval_inner_steps=1', out], 'it takes --finetune_epochs'),
+      ([f'--run_dir={maml}', '--split=known', out], '--split=known: this run has the splits'),
+      ([f'--run_dir={maml}', f'--output={maml / "results.json"}'], "would overwrite the run's"),
+  ]
+  before = snapshot(maml, fedavg)
+  for args, expect in cases:
+    assert_clean_error(runner.run('programs.evaluate', *args), expect, before)
+  assert not (tmp_path / 'o.json').exists()

@@ -1,0 +1,218 @@
+"""Re-evaluating a finished run's saved state with other evaluation-only settings (issue #13).
+
+`programs/evaluate.py` reads a run folder that `programs/train.py` wrote:
+its `config.toml` rebuilds the data, the protocol's client split, the model
+and the algorithm exactly as the run did (`experiment`), and one of its
+checkpoints (`checkpoints/program_state_<round>`, the newest by default)
+gives the global parameters. Each `Setting` changes only what evaluation
+reads - the inner steps of personalization (`eval_inner_steps`), alpha
+(`inner_lr`, flag --eval_inner_lr) or FedAvg(Meta)'s fine-tuning epochs
+(`finetune_epochs`) - and is scored by the training loop's own evaluation
+(`training_loop.Evaluation`) on the same clients, with the same seed, as the
+run's eval.csv rows. With no setting, it repeats the run's own evaluation,
+which gives the run's row back.
+
+FedAvg scores the global model without adaptation and has none of these
+hparams; it trains exactly as FedAvg(Meta) (one process, one state), so a
+FedAvg run re-evaluated with `finetune_epochs` is scored as FedAvg(Meta)
+(FedMeta Sec. 4.2): that many epochs of minibatch training with the client
+optimizer on the support set, 0 = FedAvg's own evaluation (`EVALUATED_AS`).
+
+Nothing in the run folder changes: the program writes only its own
+reevaluation.json / .md (`files.write_json`, atomically).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import math
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import tensorflow_federated as tff
+
+from tff_meta.algorithms import ALGORITHMS, hparams as hparams_lib
+from tff_meta.analysis.tables import markdown_table, pct
+from tff_meta.program import checkpoints, experiment, files
+from tff_meta.program import config as config_lib
+from tff_meta.program.config import ConfigError
+from tff_meta.program.training_loop import Evaluation
+from tff_meta.run_folder import (CHECKPOINTS_DIR, CONFIG_FILE, EVAL_FILE,
+                                 METRICS_FILE, RESULTS_FILE)
+
+OUTPUT_NAME = 'reevaluation'   # <run_dir>/reevaluation.json and .md by default
+RUN_FILES = (CONFIG_FILE, METRICS_FILE, EVAL_FILE, RESULTS_FILE)
+
+# flag -> (the hparam it sets, its type): the evaluation-only knobs of a re-evaluation.
+# inner_lr also sets training's alpha, but a re-evaluation trains nothing.
+KNOBS: Dict[str, Tuple[str, type]] = {
+    'eval_inner_steps': ('eval_inner_steps', int),
+    'eval_inner_lr': ('inner_lr', float),
+    'finetune_epochs': ('finetune_epochs', int),
+}
+
+# An algorithm whose state another one scores with more evaluation knobs: the same
+# training process and state, another evaluation (see the module docstring).
+EVALUATED_AS = {'fedavg': 'fedavg_meta'}
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+  """One evaluation: hparam overrides (name, value); none = the run's own evaluation."""
+  overrides: Tuple[Tuple[str, Any], ...] = ()
+
+  @property
+  def label(self) -> str:
+    return ', '.join(f'{k}={v:g}' for k, v in self.overrides) or 'as run'
+
+
+def parse_values(flag: str, text: Optional[str]) -> List[Any]:
+  """The comma-separated values of knob `flag` (empty/None: none); a ConfigError names it."""
+  if not text:
+    return []
+  _, kind = KNOBS[flag]
+  values = []
+  for item in text.split(','):
+    try:
+      value = kind(item.strip())
+    except ValueError:
+      what = 'an integer' if kind is int else 'a number'
+      raise ConfigError(f'--{flag}: {item.strip()!r} is not {what}; give a comma-separated '
+                        f'list such as --{flag}=0,1,5.') from None
+    if not math.isfinite(value):
+      raise ConfigError(f'--{flag}: {item.strip()!r} is not a finite number.')
+    values.append(value)
+  if len(set(values)) != len(values):
+    raise ConfigError(f'--{flag}: {text!r} repeats a value.')
+  return values
+
+
+def settings(values: Dict[str, Sequence[Any]]) -> List[Setting]:
+  """Every combination of the knobs' values (flag -> values), or the run's own setting."""
+  given = [(KNOBS[flag][0], vals) for flag, vals in values.items() if vals]
+  if not given:
+    return [Setting()]
+  names = [name for name, _ in given]
+  return [Setting(tuple(zip(names, combo))) for combo in itertools.product(*(v for _, v in given))]
+
+
+def load_run_config(run_dir: str, cache_dir: Optional[str] = None) -> config_lib.ExperimentConfig:
+  """The config a run saved, with `cache_dir` (if given) as its data folder."""
+  if not os.path.isdir(run_dir):
+    raise ConfigError(f'--run_dir {run_dir} is not a folder; give the --output_dir of a '
+                      'programs.train run.')
+  path = os.path.join(run_dir, CONFIG_FILE)
+  if not os.path.isfile(path):
+    raise ConfigError(f'{run_dir} has no {CONFIG_FILE}: it is not a programs.train run folder '
+                      '(or the run never started).')
+  cfg = config_lib.load(path, {'cache_dir': cache_dir})
+  return cfg.for_algorithm(cfg.algorithm, run_dir).validate()
+
+
+def _reads(algorithm: str) -> set:
+  """The hparams `algorithm` reads."""
+  return {f.name for f in dataclasses.fields(ALGORITHMS.get(algorithm).hparams)}
+
+
+def config_for(cfg: config_lib.ExperimentConfig, setting: Setting) -> config_lib.ExperimentConfig:
+  """The run's config with `setting`'s hparams, for the algorithm that reads them all: the
+  run's own, else the one it is `EVALUATED_AS`; a ConfigError names the flags that apply."""
+  names = {name for name, _ in setting.overrides}
+  candidates = [cfg.algorithm] + ([EVALUATED_AS[cfg.algorithm]]
+                                  if cfg.algorithm in EVALUATED_AS else [])
+  algorithm = next((a for a in candidates if names <= _reads(a)), None)
+  if algorithm is None:
+    readable = set().union(*map(_reads, candidates))
+    wrong = [f'--{flag}' for flag, (hp, _) in KNOBS.items() if hp in names - readable]
+    usable = [f'--{flag}' for flag, (hp, _) in KNOBS.items() if hp in readable]
+    raise ConfigError(f'{ALGORITHMS.get(cfg.algorithm).display_name} ({cfg.algorithm}) has no '
+                      f'{", ".join(wrong)} to set; it takes '
+                      f'{", ".join(usable) or "none of these flags"}.')
+  hp = dataclasses.replace(cfg.hparams, **dict(setting.overrides))
+  hparams_lib.check_fields(hp, ConfigError, prefix='')
+  return dataclasses.replace(cfg, algorithm=algorithm, hparams=hp)
+
+
+async def load_state(alg, run_dir: str, round_num: Optional[int]):
+  root = os.path.join(run_dir, CHECKPOINTS_DIR)
+  if not os.path.isdir(root):   # checked first: the state manager would create the folder
+    raise checkpoints.CheckpointError(f'{run_dir} has no {CHECKPOINTS_DIR}/ folder: the run '
+                                      'saved no checkpoint to re-evaluate.')
+  manager = tff.program.FileProgramStateManager(root)
+  state, version = await checkpoints.load_latest(manager, root, alg.process.initialize(),
+                                                 alg.display_name, version=round_num)
+  if state is None:
+    raise checkpoints.CheckpointError(f'{root} holds no checkpoint (program_state_<round>).')
+  return state, version
+
+
+def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: List[Setting],
+               split: str = 'test', round_num: Optional[int] = None) -> Dict[str, Any]:
+  """The run's checkpoint of `round_num` (newest: None) scored with each setting on `split`."""
+  configs = [config_for(cfg, s) for s in settings_]   # bad settings stop before any work
+  data = experiment.prepare_data(cfg)
+  model = experiment.build_model(cfg, data)
+  rows, state, version = [], None, None
+  with tff.framework.get_context_stack().install(pool.context):
+    for setting, setting_cfg in zip(settings_, configs):
+      alg = experiment.build_algorithm(setting_cfg, model, data)
+      if alg.stateful:
+        raise ConfigError(f'{alg.display_name} keeps per-client state; re-evaluating it is not '
+                          'supported (its evaluation reads the run\'s client states).')
+      if state is None:
+        state, version = asyncio.run(load_state(alg, run_dir, round_num))
+      params = alg.params(state)
+      if any(name == 'inner_lr' for name, _ in setting.overrides) and 'rates' in params:
+        raise ConfigError(f'{alg.display_name} adapts with the per-parameter rates it learned, '
+                          'not inner_lr: --eval_inner_lr does not apply.')
+      evaluation = Evaluation(alg, data, pool, cfg.seed)
+      splits = {s[0]: s for s in evaluation.splits()}
+      if split not in splits:
+        raise ConfigError(f'--split={split}: this run has the splits '
+                          f'{", ".join(splits)}.')
+      summary = evaluation.summary(params, splits[split], version)
+      n = len(summary.client_accuracies)
+      rows.append(dict(
+          setting=setting.label, method=alg.display_name, **dict(setting.overrides),
+          accuracy=summary.accuracy, loss=summary.loss, client_mean=summary.client_mean,
+          client_std=summary.client_std,
+          client_ci95=1.96 * summary.client_std / math.sqrt(n) if n > 1 else float('nan'),
+          clients=n, query_examples=summary.num_examples))
+  return {'run_dir': os.path.abspath(run_dir), 'algorithm': cfg.algorithm, 'round': version,
+          'split': split, 'rows': rows}
+
+
+def markdown(result: Dict[str, Any]) -> str:
+  """The result as a Markdown table (percentages; CI = 1.96 std / sqrt(clients))."""
+  header = ['Setting', 'Method', 'Accuracy %', 'Client mean ± 95% CI %', 'Client std %', 'Loss',
+            'Clients', 'Query examples']
+  body = [[r['setting'], r['method'], pct(100 * r['accuracy']),
+           f'{pct(100 * r["client_mean"])} ± {pct(100 * r["client_ci95"])}',
+           pct(100 * r['client_std']), f'{r["loss"]:.4f}', r['clients'], r['query_examples']]
+          for r in result['rows']]
+  title = (f'Re-evaluation of {result["run_dir"]} ({result["algorithm"]}), checkpoint of round '
+           f'{result["round"]}, {result["split"]} clients')
+  return f'{title}\n\n{markdown_table(header, body)}\n'
+
+
+def output_paths(run_dir: str, output: Optional[str]) -> Tuple[str, str]:
+  """(json, md) paths: `output` with .json / .md, default <run_dir>/reevaluation; never one of
+  the run's own files."""
+  base = output or os.path.join(run_dir, OUTPUT_NAME)
+  stem = base[:-len('.json')] if base.endswith('.json') else base[:-3] if base.endswith('.md') \
+      else base
+  paths = (stem + '.json', stem + '.md')
+  for path in paths:
+    if (os.path.realpath(os.path.dirname(path) or '.') == os.path.realpath(run_dir)
+        and os.path.basename(path) in RUN_FILES):
+      raise ConfigError(f'--output={output} would overwrite the run\'s {os.path.basename(path)}; '
+                        'choose another name.')
+  files.require_folder(os.path.dirname(os.path.abspath(paths[0])))
+  return paths
+
+
+def write(result: Dict[str, Any], paths: Tuple[str, str]) -> None:
+  files.write_json(paths[0], result, indent=2, default=float)
+  files.write_text(paths[1], markdown(result))
