@@ -17,13 +17,12 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.analysis import figures, tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
 
@@ -53,9 +52,7 @@ def _mean_history(histories):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  logs.quiet()
+  del argv
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
     # --algorithms is the config key's flag; neither given: FedMeta's five methods.

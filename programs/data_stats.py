@@ -23,7 +23,7 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from tff_meta.data import load_dataset  # noqa: E402
 from tff_meta.data import stats as stats_lib  # noqa: E402
@@ -65,8 +65,7 @@ def parse_options(items) -> dict:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  del argv
   try:
     options = parse_options(FLAGS.data_option)
     if FLAGS.cache_dir is not None:

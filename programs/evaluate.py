@@ -17,9 +17,9 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from tff_meta.program import errors, executor, logs, reevaluation  # noqa: E402
+from tff_meta.program import errors, executor, reevaluation  # noqa: E402
 from tff_meta.program.config import ConfigError  # noqa: E402
 
 flags.DEFINE_string('run_dir', None, 'The run folder (--output_dir of programs.train).')
@@ -41,9 +41,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  logs.quiet()
+  del argv
   if not FLAGS.run_dir:
     raise ConfigError('--run_dir is required: the folder of a finished programs.train run.')
   values = {flag: reevaluation.parse_values(flag, getattr(FLAGS, flag))

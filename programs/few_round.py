@@ -21,12 +21,12 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
 from tff_meta.fewround import experiment, tasks  # noqa: E402
-from tff_meta.program import executor, logs  # noqa: E402
+from tff_meta.program import executor  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
 
 config_lib.define_flags(flags)
@@ -36,9 +36,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  logs.quiet()
+  del argv
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
     for method in cfg.methods:

@@ -21,7 +21,7 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from tff_meta import config_file  # noqa: E402
 from tff_meta.analysis.tables import markdown_table  # noqa: E402
@@ -30,7 +30,7 @@ from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
 from tff_meta.fewround import experiment  # noqa: E402
 from tff_meta.fewround import tasks  # noqa: E402
-from tff_meta.program import errors, executor, files, logs  # noqa: E402
+from tff_meta.program import errors, executor, files  # noqa: E402
 
 config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')
@@ -89,9 +89,7 @@ def table(cfg, results):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  logs.quiet()
+  del argv
   try:
     grid = parse_grid(FLAGS.grid)
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))

@@ -23,11 +23,12 @@ ml-100k) without writing anything (no oracle: only the generator knows it).
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from tff_meta.data import movielens_synth
 from tff_meta.data.movielens import load_movielens
 from tff_meta.data.types import DataError
+from tff_meta.program import cli
 from tff_meta.recommendation import calibration
 
 flags.DEFINE_string('output_dir', '', 'Folder to write (created if missing).')
@@ -53,8 +54,7 @@ def check_folder(folder: str) -> None:
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  del argv
   try:
     if FLAGS.stats_of:
       print(calibration.format_statistics(calibration.statistics(load_movielens(FLAGS.stats_of))))
@@ -74,4 +74,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  cli.run(main)

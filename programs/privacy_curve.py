@@ -22,14 +22,14 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.program import accounting, checkpoints, errors, executor, experiment  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
-from tff_meta.program import files, logs  # noqa: E402
+from tff_meta.program import files  # noqa: E402
 from tff_meta.program import privacy_curve as curve  # noqa: E402
 from tff_meta.run_folder import CHECKPOINTS_DIR  # noqa: E402
 
@@ -85,9 +85,7 @@ def _read_json(path):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  logs.quiet()
+  del argv
   try:
     targets = curve.parse_epsilons(FLAGS.epsilons)
     seeds = curve.parse_seeds(FLAGS.seeds)

@@ -24,9 +24,9 @@ import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
-from tff_meta.program import executor, logs  # noqa: E402
+from tff_meta.program import executor  # noqa: E402
 from tff_meta.program import errors  # noqa: E402
 from tff_meta.recommendation import config as config_lib  # noqa: E402
 from tff_meta.recommendation import experiment  # noqa: E402
@@ -51,9 +51,7 @@ def load_configs(paths, overrides):
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  logs.quiet()
+  del argv
   try:
     cfgs = load_configs(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
     pool = executor.make_pool(FLAGS, log_dir=cfgs[0].resolved_output_dir())

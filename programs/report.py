@@ -28,7 +28,7 @@ TensorFlow, no workers; a few seconds.
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from tff_meta import run_folder
 from tff_meta.analysis import report
@@ -46,8 +46,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+  del argv
   result = report.build_report(FLAGS.runs, FLAGS.output_dir, FLAGS.target_accuracy)
   for u in result['unfinished']:
     print(f'note: left out unfinished run folder (no {run_folder.RESULTS_FILE}): {u}',

@@ -25,7 +25,7 @@ from absl import flags  # noqa: E402
 from tff_meta import run_folder  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import experiment, logs  # noqa: E402
+from tff_meta.program import experiment  # noqa: E402
 from tff_meta.program import errors  # noqa: E402
 
 METHODS = (('fedavg', 'FedAvg'), ('fedavg_meta', 'FedAvg(Meta)'), ('maml', 'FedMeta(MAML)'),
@@ -57,7 +57,6 @@ def _wall_hours(output_dir):
 
 def main(argv):
   del argv
-  logs.quiet()
   paper = _paper(FLAGS.config_dir)
   overrides = {'rounds': FLAGS.rounds, 'eval_every': FLAGS.eval_every, 'cache_dir': FLAGS.cache_dir}
   names = dict(METHODS)

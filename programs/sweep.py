@@ -24,7 +24,7 @@ from absl import flags  # noqa: E402
 
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import executor, experiment, logs  # noqa: E402
+from tff_meta.program import executor, experiment  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
@@ -50,7 +50,6 @@ def parse_grid(text):
 
 def main(argv):
   del argv
-  logs.quiet()
   try:
     cfg = config_lib.load(FLAGS.config, {'rounds': FLAGS.rounds})
     algorithm = FLAGS.algorithm or cfg.algorithm

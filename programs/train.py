@@ -13,11 +13,10 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import logs  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
 
@@ -29,9 +28,7 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
-  logs.quiet()
+  del argv
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS)).validate()
     files.require_folder(cfg.resolved_output_dir())

@@ -64,6 +64,23 @@ def test_a_bug_shows_its_traceback_on_request(capsys, monkeypatch, tmp_path):
   assert err.splitlines()[-1].startswith('error: internal error')
 
 
+def test_stray_arguments_are_refused_before_main_runs(capsys, monkeypatch, tmp_path):
+  calls = []
+  monkeypatch.setattr('tempfile.tempdir', str(tmp_path))
+  with pytest.raises(SystemExit) as e:
+    cli.guard(calls.append)(['prog', 'extra', 'more'])
+  err = capsys.readouterr().err
+  assert e.value.code == 1 and not calls
+  assert err == "error: Unexpected arguments: ['extra', 'more'] (--helpshort lists the flags).\n"
+
+
+def test_main_runs_with_quiet_logs(monkeypatch):
+  monkeypatch.delenv('TF_CPP_MIN_LOG_LEVEL', raising=False)
+  seen = []
+  cli.guard(lambda argv: seen.append(os.environ.get('TF_CPP_MIN_LOG_LEVEL')))(['prog'])
+  assert seen == ['2']
+
+
 def test_normal_exit_passes_through(capsys, monkeypatch, tmp_path):
   assert cli.guard(lambda argv: 0)(['prog']) == 0
   code, _ = _end(_raise(SystemExit(4)), capsys, monkeypatch, tmp_path)

@@ -1,6 +1,9 @@
 """How every program ends: a one-line `error: ...` for the user's mistakes, never a traceback.
 
-`run(main, user_errors)` replaces `absl.app.run(main)` in each program:
+`run(main, user_errors)` replaces `absl.app.run(main)` in each program. It
+also holds every program's prologue, so `main` starts with its own work:
+stray positional arguments are refused (below), and TF's INFO chatter is
+quieted (`logs.quiet`) before `main` runs. It ends the program this way:
 
 - a user error (a type in `user_errors`: bad config, data, checkpoint, name)
   prints `error: <message>` (one line: it names the file and the fix) and
@@ -34,6 +37,8 @@ import traceback
 from typing import Callable, NoReturn, Tuple, Type
 
 from absl import app, flags
+
+from tff_meta.program import logs
 
 INTERNAL_ERROR_EXIT_CODE = 70   # EX_SOFTWARE (sysexits.h)
 INTERRUPTED_EXIT_CODE = 130     # 128 + SIGINT, as shells report Ctrl-C
@@ -96,10 +101,14 @@ def _internal_error(error: BaseException) -> NoReturn:
 
 def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
           exit_code: Callable[[BaseException], int] = lambda e: 1) -> Callable:
-  """`main` with every way it can end mapped as the module docstring says."""
+  """`main` after the programs' prologue (no stray arguments, quiet logs), with every
+  way it can end mapped as the module docstring says."""
   @functools.wraps(main)
   def guarded(argv):
     try:
+      if len(argv) > 1:
+        raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
+      logs.quiet()
       return main(argv)
     except SystemExit:
       raise
