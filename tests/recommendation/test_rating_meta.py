@@ -15,7 +15,7 @@ from tests import helpers
 from tff_meta.algorithms import fedmeta
 from tff_meta.learning import losses
 from tff_meta.models import build_model_spec
-from tff_meta.recommendation import evaluation
+from tff_meta.recommendation import evaluation, schedules
 from tff_meta.recommendation.tasks import Episode
 from tff_meta.recommendation.training import Trainer
 
@@ -112,6 +112,20 @@ def test_maml_round_on_ratings_matches_plain_tf(tff_context, setup):
   assert metrics['num_examples'] == 7 and metrics['num_rejected'] == 0
 
 
+def test_scheduled_server_rate_reaches_the_real_process(tff_context, setup):
+  """`schedules.with_rate` on the process's own state: the SGD server step (built at rate 1)
+  moves the weights by 0.25 x the meta-gradient, and the next state keeps the set rate."""
+  model, eps = setup
+  proc = _process(model, 'maml')
+  state = collections.OrderedDict(proc.initialize())
+  state['optimizer_state'] = schedules.with_rate(state['optimizer_state'], 0.25)
+  new_state, _ = proc.next(state, eps[:1])
+  g0 = _reference(model.initial_trainable, eps[0], 2)[0]
+  for old, new, g in zip(state['params']['weights'], new_state['params']['weights'], g0):
+    np.testing.assert_allclose(new, old - 0.25 * g, atol=2e-6)
+  assert float(new_state['optimizer_state']['learning_rate']) == pytest.approx(0.25)
+
+
 def test_metasgd_learns_rates_on_ratings(tff_context, setup):
   model, eps = setup
   proc = _process(model, 'metasgd', steps=1)
@@ -153,6 +167,23 @@ def test_trainer_is_plain_gradient_descent(setup):
   helpers.assert_rel_close(w, [r.numpy() for r in ref], rtol=1e-5)
   np.testing.assert_allclose(trainer.predict(w, e['query_x']), _forward(ref, e['query_x']),
                              rtol=1e-5)
+
+
+def test_trainer_takes_the_scheduled_rate(setup):
+  """A Trainer built at 0.1, given a state whose rate `schedules.with_rate` set to 0.04, takes
+  one plain gradient step of 0.04."""
+  model, eps = setup
+  e = eps[1]
+  trainer = Trainer(model, losses.SQUARED_ERROR, 'sgd', 0.1, batch_size=0)
+  assert trainer.learning_rate == 0.1
+  state = schedules.with_rate(trainer.initialize(model.initial_trainable), 0.04)
+  w, _ = trainer.run(model.initial_trainable, state, e['support_x'], e['support_y'], 1)
+  ref = [tf.constant(v) for v in model.initial_trainable]
+  with tf.GradientTape() as tape:
+    tape.watch(ref)
+    loss = _mse(ref, e['support_x'], e['support_y'])
+  ref = [r - 0.04 * g for r, g in zip(ref, tape.gradient(loss, ref))]
+  helpers.assert_rel_close(w, [r.numpy() for r in ref], rtol=1e-5)
 
 
 def test_wide_model_with_a_silent_deep_path_is_the_bias_model():

@@ -16,6 +16,7 @@ from tff_meta.algorithms import OPTIMIZERS
 from tff_meta.config_file import ConfigError, option
 from tff_meta.data.movielens import SPLITS
 from tff_meta.data.protocol import validate_fraction
+from tff_meta.recommendation.schedules import SCHEDULES
 
 # MovieLens rating models (tff_meta/models/keras_models.py).
 RATING_MODELS = ('rating_mlp', 'rating_wide_mlp')
@@ -105,6 +106,10 @@ class RecommendConfig:
   pretrain_optimizer: str = option(
       'adam', 'Optimizer of NN(pre-trained) / NN-unified pre-training.')
   pretrain_lr: float = option(0.001, 'Learning rate of that pre-training.')
+  lr_schedule: str = option(
+      'constant', 'Schedule of server_lr and pretrain_lr alike over the episodes: constant (the '
+      'papers) or cosine (rate x (1 + cos(pi (e - 1) / episodes)) / 2 at episode e; '
+      'tff_meta/recommendation/schedules.py).')
   finetune_steps: int = option(
       -1, 'NN-unified fine-tuning steps on the support set; -1 = eval_inner_steps.')
   self_optimizer: str = option(
@@ -174,6 +179,9 @@ class RecommendConfig:
         raise ConfigError(f'{key} must be >= 0, got {getattr(self, key)}.')
     if self.model not in RATING_MODELS:
       raise ConfigError(f'model must be one of {", ".join(RATING_MODELS)}, got {self.model!r}.')
+    if self.lr_schedule not in SCHEDULES:
+      raise ConfigError(f'lr_schedule must be one of {", ".join(SCHEDULES.names())}, '
+                        f'got {self.lr_schedule!r}.')
     if self.rating_init not in RATING_INITS:
       raise ConfigError(f'rating_init must be one of {", ".join(RATING_INITS)}, '
                         f'got {self.rating_init!r}.')

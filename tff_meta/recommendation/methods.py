@@ -6,7 +6,8 @@
   adapted and predicted by `evaluation.build_predict`.
 - `pretraining`: one unified model pre-trained on training users, one plain-TF
   optimizer step on one sampled user per episode (NN(pre-trained), NN-unified).
-Both checkpoint and record a curve (`loop.run_episodes`). With a `Selection`
+Both checkpoint and record a curve (`loop.run_episodes`); `cfg.lr_schedule`
+sets their outer rate (server_lr, pretrain_lr) episode by episode (`schedules`). With a `Selection`
 (model selection on validation users, "early stopping"), the curve scores the
 validation users, the state with the lowest validation metric is kept, and the
 final (test) metrics are those of the kept state; the row records its episode.
@@ -23,7 +24,7 @@ import numpy as np
 
 from tff_meta.algorithms import base, fedmeta
 from tff_meta.program import client_data
-from tff_meta.recommendation import evaluation, loop
+from tff_meta.recommendation import evaluation, loop, schedules
 from tff_meta.recommendation.training import Trainer
 
 
@@ -85,6 +86,10 @@ def meta_learning(cfg, *, name: str, display: str, variant: str, model, loss,
     return score(predict(state['params'], evaluation.prediction_inputs(episodes)), episodes)
 
   def step(state, episode):
+    state = collections.OrderedDict(state)
+    state['optimizer_state'] = schedules.with_rate(
+        state['optimizer_state'],
+        schedules.rate(cfg.lr_schedule, cfg.server_lr, episode, cfg.episodes))
     return process.next(state, train_batch(episode))[0]
 
   state, curve, chosen = _episodes(name, display, cfg, process.initialize(), step, evaluate,
@@ -108,7 +113,9 @@ def pretraining(cfg, *, name: str, display: str, model, trainer: Trainer, episod
 
   def step(state, episode):
     x, y = user_data(episode)
-    w, s = trainer.run(state['weights'], state['optimizer'], x, y, 1, seed=episode)
+    rate = schedules.rate(cfg.lr_schedule, trainer.learning_rate, episode, episodes)
+    w, s = trainer.run(state['weights'], schedules.with_rate(state['optimizer'], rate), x, y, 1,
+                       seed=episode)
     return collections.OrderedDict(weights=w, optimizer=s)
 
   state, curve, chosen = _episodes(name, display, cfg, initial, step,

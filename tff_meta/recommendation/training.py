@@ -32,6 +32,7 @@ class Trainer:
   def __init__(self, model, loss: losses.Loss, optimizer: str, learning_rate: float,
                batch_size: int = 0):
     self.model, self.loss, self.batch_size = model, loss, int(batch_size)
+    self.learning_rate = float(learning_rate)
     self.optimizer = base.build_optimizer(optimizer, learning_rate)
     graph = tf.Graph()
     with graph.as_default():
