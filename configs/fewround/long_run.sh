@@ -11,6 +11,9 @@
 # an uninterrupted run would; a finished cell (a DONE file) is skipped. Keep
 # EPISODES when resuming: it sets beta's decay episode (5/8 of EPISODES), so
 # another value is refused as another configuration (use a new OUT).
+# Cells, in order: per seed FRL (+/- GPAL) and fine-tuning via FedAvg + FedAvg;
+# then per seed one-shot FL's fine-tuning and the personalization scheme; last
+# FRL + GPAL with the client-side Adam update (seed 0).
 # Per-episode meta-train query accuracy/loss: <out>/<method>/metrics.csv and
 # tensorboard/. Results: <out>/results.md and results.json.
 #
@@ -26,7 +29,7 @@ EPISODES=${EPISODES:-1000}
 SEEDS=${SEEDS:-"0 1 2"}
 TEST_EPISODES=${TEST_EPISODES:-300}
 DATA=${DATA:-../shared/data/tff}
-EXTRA=${EXTRA:-}    # more flags for every cell, e.g. a smoke test's --examples_per_class=6
+EXTRA=${EXTRA:-}    # more flags for every cell, e.g. a smoke test's "--num_clients=2 --examples_per_class=6"
 RUN="nice -n ${NICE:-19} $PY -m programs.few_round --progress=false --data_path=$DATA \
   --episodes=$EPISODES --test_episodes=$TEST_EPISODES --test_rounds=1,2,3 $EXTRA"
 
@@ -45,6 +48,21 @@ for seed in $SEEDS; do
     --server_lr_decay_episode=$((EPISODES * 5 / 8))
   cell "$OUT/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml --seed="$seed" \
     --methods=finetune_fedavg,fedavg
+done
+# The issue's other baselines under the same budget, after every seed's FRL and
+# fine-tuning cells: one-shot FL's fine-tuning (it reuses that seed's FedAvg
+# pre-training: same config and seed, so the checkpoints are copied, not redone)
+# and the personalization scheme (Appendix C; a meta-trained method, so FRL's
+# validation-chosen rates; one communication round per episode).
+for seed in $SEEDS; do
+  one="$OUT/oneshot/seed$seed"
+  if [ -f "$OUT/baselines/seed$seed/DONE" ] && [ ! -d "$one/pretrain" ]; then
+    mkdir -p "$one" && cp -r "$OUT/baselines/seed$seed/pretrain" "$OUT/baselines/seed$seed/config.toml" "$one/"
+  fi
+  cell "$one" --config=configs/fewround/femnist62_5way_iid.toml --seed="$seed" \
+    --methods=finetune_oneshot
+  cell "$OUT/personalized/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --seed="$seed" --methods=personalized --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
 # the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
 first=${SEEDS%% *}
