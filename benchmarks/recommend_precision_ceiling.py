@@ -18,8 +18,8 @@ users. Works on the real ml-100k too (without the generator's rows).
 
 import os
 import re
-import sys
 
+import numpy as np
 from absl import flags
 
 from tff_meta.analysis.tables import markdown_table
@@ -80,8 +80,8 @@ def main(argv):
     latents, expected = movielens_synth.latent_factors(seed), movielens_synth.expected_ratings(seed)
     rankers.update(pc.LATENT_RANKERS)
   ctx = pc.context(ds, episodes, latents, expected)
-  print(f'{FLAGS.data_path} ({"GENERATED, generator seed " + str(seed) if seed is not None else "not generated"}), '
-        f'split seed {FLAGS.seed}: {episodes.summary()}')
+  kind = 'not generated' if seed is None else f'GENERATED, generator seed {seed}'
+  print(f'{FLAGS.data_path} ({kind}), split seed {FLAGS.seed}: {episodes.summary()}')
   groups = [('validation', episodes.validation), ('test', episodes.test)]
   rows, best = [], {}
   for name, rank in rankers.items():
@@ -104,7 +104,6 @@ def main(argv):
   if latents is not None:
     users = [int(e.user) - 1 for e in episodes.test for _ in e.query_y]
     items = [int(i) - 1 for e in episodes.test for i in e.query_x[:, 0]]
-    import numpy as np  # pylint: disable=g-import-not-at-top
     spread = pc.interaction_spread(latents, np.array(users), np.array(items))
     print('within-user sd of the generator\'s score parts on the test users\' query ratings '
           '(latent units; noise sd %.2f): ' % movielens_synth.Knobs().noise_sd
