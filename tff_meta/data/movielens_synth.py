@@ -238,8 +238,16 @@ def expected_ratings(seed: int = 0, knobs: Knobs = Knobs()) -> Dict[Tuple[int, i
                   expected_stars(means, scores, knobs.noise_sd).tolist()))
 
 
+def latent_factors(seed: int = 0, knobs: Knobs = Knobs()) -> Dict[str, np.ndarray]:
+  """The latent draws behind `generate(seed, knobs)` (module doc; row u / i = user / item id
+  u + 1 / i + 1): 'b_item' [items], 'b_user' [users], 'p' [users, factors], 'q' [items,
+  factors] and its genre part 'q_genre' (q = q_genre + the item's own part), 'flags' [items,
+  19] (u.item's genre flags). For diagnostics: what the model's inputs can express."""
+  return _draw(seed, knobs)[2]
+
+
 def _draw(seed: int, knobs: Knobs):
-  """(the files, (user index, item index, score mean, score) of every rating)."""
+  """(the files, (user index, item index, score mean, score) of every rating, the latents)."""
   k = knobs
   rng = np.random.default_rng([seed, 100_000])
   user_lines, ages, female, occupations = _users(rng)
@@ -256,8 +264,8 @@ def _draw(seed: int, knobs: Knobs):
   b_user = k.age_bias * (ages - 33) / 12 + rng.normal(0, k.user_bias_sd, NUM_USERS)
   drift = k.drift_mean + rng.normal(0, k.drift_sd, NUM_USERS)
   genre_factors = rng.normal(0, k.genre_taste_sd, (len(GENRES), k.factors))
-  q = flags @ genre_factors / np.sqrt(flags.sum(1, keepdims=True)) + rng.normal(
-      0, k.item_factor_sd, (NUM_ITEMS, k.factors))
+  q_genre = flags @ genre_factors / np.sqrt(flags.sum(1, keepdims=True))
+  q = q_genre + rng.normal(0, k.item_factor_sd, (NUM_ITEMS, k.factors))
   demographic = rng.normal(0, k.demographic_sd, (2, k.factors))
   p = (young[:, None] * demographic[0] + is_f[:, None] * demographic[1]
        + rng.normal(0, k.user_factor_sd, (NUM_USERS, k.factors)))
@@ -279,7 +287,9 @@ def _draw(seed: int, knobs: Knobs):
   files = {'u.data': '\n'.join(data) + '\n', 'u.user': '\n'.join(user_lines) + '\n',
            'u.item': '\n'.join(item_lines) + '\n',
            'u.occupation': '\n'.join(occupations) + '\n', 'README': readme}
-  return files, (users, items, means, scores)
+  latents = {'b_item': b_item, 'b_user': b_user, 'p': p, 'q': q, 'q_genre': q_genre,
+             'flags': flags}
+  return files, (users, items, means, scores), latents
 
 
 def write(folder: str, seed: int = 0, knobs: Knobs = Knobs()) -> str:

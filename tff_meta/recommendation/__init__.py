@@ -7,6 +7,8 @@
 - `training`: plain-TF step training for the non-federated baselines.
 - `baselines`: SVD++ (scikit-surprise), the bias baseline, MFU, MRU, naive Bayes.
 - `calibration`: issue #15's baselines on a MovieLens-shaped folder, beside ml-100k's.
+- `precision_ceiling`: Precision@k of rankings without a network (genre tastes, ALS item
+  factors, the generator's latents): what the inputs allow.
 - `event_log`: per-user event logs (CSV/Parquet), checks, a realistic generator.
 - `service`: per-user label spaces (<= C), features, the chronological split.
 - `methods`: meta-learning (the FedMeta TFF process) and pre-training, as episode loops.
