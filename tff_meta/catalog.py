@@ -73,6 +73,8 @@ DESCRIPTIONS: Dict[str, Dict[str, Tuple[str, str]]] = {
         'rating_mlp': ('one hidden layer, sigmoid output scaled to 0-5', 'Recommendation'),
         'rating_wide_mlp': ('`rating_mlp` plus a linear path to the output (item and user '
                             'biases)', 'Recommendation'),
+        'rating_factor_mlp': ('`rating_wide_mlp` plus movie factors times a user vector (our '
+                              'extension)', 'Recommendation'),
     },
 }
 

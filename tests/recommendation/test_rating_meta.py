@@ -1,7 +1,8 @@
 """MAML / Meta-SGD on ratings run through the same FedMeta TFF process as the image tasks.
 
 The references are plain eager TF with nested tapes, independent of Keras and TFF; every test
-runs for both rating models (the paper's `rating_mlp` and `rating_wide_mlp`).
+runs for every rating model (the paper's `rating_mlp`, `rating_wide_mlp` and
+`rating_factor_mlp`).
 """
 
 import collections
@@ -20,6 +21,7 @@ from tff_meta.recommendation.tasks import Episode
 from tff_meta.recommendation.training import Trainer
 
 ALPHA, DIM, HIDDEN = 0.3, 6, 4
+MOVIES, FACTORS = 4, 3      # rating_factor_mlp: the first 4 inputs are its "movie" columns
 
 
 def _mlp(w, x):
@@ -34,7 +36,16 @@ def _wide_mlp(w, x):
                           + tf.matmul(x, w_wide) + b_wide)
 
 
-FORWARD = {'rating_mlp': _mlp, 'rating_wide_mlp': _wide_mlp}
+def _factor_mlp(w, x):
+  """`_wide_mlp` plus <E x_movie, u>, weights in Keras order (W, c, v, E^T, u, w, b)."""
+  w1, b1, v, emb, user, w_wide, b_wide = w
+  factor = tf.matmul(tf.matmul(x[:, :MOVIES], emb), user[:, None])
+  return 5.0 * tf.sigmoid(tf.matmul(tf.nn.relu(tf.matmul(x, w1) + b1), v) + factor
+                         + tf.matmul(x, w_wide) + b_wide)
+
+
+FORWARD = {'rating_mlp': _mlp, 'rating_wide_mlp': _wide_mlp, 'rating_factor_mlp': _factor_mlp}
+OPTIONS = {'rating_factor_mlp': {'movies': MOVIES, 'factors': FACTORS}}
 _forward = None   # set by the `setup` fixture to the model's plain-TF forward
 
 
@@ -64,11 +75,12 @@ def _reference(weights, ep, steps, rates=None):
 def setup(request):
   global _forward
   _forward = FORWARD[request.param]
-  model = build_model_spec(request.param, (DIM,), 1, seed=1, hidden_units=HIDDEN)
-  if request.param == 'rating_wide_mlp':    # its wide path starts at zero: move it off zero
+  model = build_model_spec(request.param, (DIM,), 1, seed=1, hidden_units=HIDDEN,
+                           **OPTIONS.get(request.param, {}))
+  if request.param != 'rating_mlp':    # the wide path starts at zero: move it off zero
     rng = np.random.default_rng(5)
-    model.initial_trainable[3] = rng.normal(0, 0.3, (DIM, 1)).astype(np.float32)
-    model.initial_trainable[4] = np.array([0.4], np.float32)
+    model.initial_trainable[-2] = rng.normal(0, 0.3, (DIM, 1)).astype(np.float32)
+    model.initial_trainable[-1] = np.array([0.4], np.float32)
   rng = np.random.default_rng(0)
   eps = []
   for n_s, n_q in ((7, 3), (5, 4)):
@@ -91,8 +103,9 @@ def _process(model, variant, steps=2):
 def test_model_is_the_papers_plus_the_wide_path(setup):
   model, _ = setup
   paper = DIM * HIDDEN + HIDDEN + HIDDEN + 1
-  wide = model.name == 'rating_wide_mlp'
-  assert model.num_parameters == paper + (DIM if wide else 0)
+  wide = DIM if model.name != 'rating_mlp' else 0
+  factor = MOVIES * FACTORS + FACTORS if model.name == 'rating_factor_mlp' else 0
+  assert model.num_parameters == paper + wide + factor
   assert model.x_spec.shape.as_list() == [None, DIM]
 
 

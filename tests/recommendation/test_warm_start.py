@@ -76,3 +76,21 @@ def test_a_movie_id_outside_the_inputs_is_refused():
   spec = build_model_spec('rating_wide_mlp', (ITEMS,), 1, seed=1, hidden_units=3)
   with pytest.raises(ValueError, match='Movie ids'):
     warm_start.bias_weights(spec, 3.0, {ITEMS + 1: 0.5})
+
+
+def test_bias_start_of_the_factor_model_predicts_the_item_means():
+  """rating_factor_mlp keeps rating_wide_mlp's wide path and output bias (the last weight), so
+  the bias start sets them as for the wide model (items [1, 1, 2], ratings [5, 4, 2]: 4.5, 2,
+  mu = 11/3) and leaves the deep path, E and u (at zero) as built."""
+  spec = build_model_spec('rating_factor_mlp', (ITEMS + 2,), 1, seed=1, hidden_units=3,
+                          movies=ITEMS, factors=2)
+  started = warm_start.initialized(spec, 'bias', np.array([1, 1, 2]), np.array([5.0, 4.0, 2.0]),
+                                   item_shrinkage=0.0)
+  w = [np.array(v) for v in started.initial_trainable]
+  for i in range(5):          # W, c, v, E, u keep their start
+    np.testing.assert_array_equal(w[i], spec.initial_trainable[i])
+  np.testing.assert_array_equal(w[4], 0.0)
+  np.testing.assert_array_equal(w[5][ITEMS:], 0.0)   # the non-movie inputs' wide weights
+  w[2][:] = 0.0
+  x = np.eye(ITEMS + 2, dtype=np.float32)[:ITEMS]
+  np.testing.assert_allclose(_predict(started, w, x), [4.5, 2.0, 11 / 3, 11 / 3], rtol=1e-5)

@@ -19,7 +19,7 @@ from tff_meta.data.protocol import validate_fraction
 from tff_meta.recommendation.schedules import SCHEDULES
 
 # MovieLens rating models (tff_meta/models/keras_models.py).
-RATING_MODELS = ('rating_mlp', 'rating_wide_mlp')
+RATING_MODELS = ('rating_mlp', 'rating_wide_mlp', 'rating_factor_mlp')
 # Their starts (warm_start.RATING_INITS).
 RATING_INITS = ('keras', 'bias')
 # select_on: the kept parameters (movielens_task.SELECTIONS) and evaluate_on: the scored users.
@@ -88,8 +88,9 @@ class RecommendConfig:
   hidden_units: int = option(32, 'Hidden units of the NN models (MovieLens 32, service 64).')
   model: str = option(
       'rating_mlp', 'movielens: the rating model of MAML, Meta-SGD, NN(self) and '
-      'NN(pre-trained): rating_mlp (the paper\'s) or rating_wide_mlp (plus a linear path that '
-      'holds item and user biases; tff_meta/models/keras_models.py).')
+      'NN(pre-trained): rating_mlp (the paper\'s), rating_wide_mlp (plus a linear path that '
+      'holds item and user biases) or rating_factor_mlp (rating_wide_mlp plus 8 movie factors '
+      'times a user vector that the inner loop adapts; tff_meta/models/keras_models.py).')
   rating_init: str = option(
       'keras', 'movielens: initial weights of the rating model of MAML, Meta-SGD and '
       'NN(pre-trained): keras (Keras\' initialisers) or bias (start at the bias baseline\'s mu '

@@ -1,8 +1,9 @@
 """MovieLens-100k rating prediction (Chen et al. 2018b Sec. 3.1, Table 3, Figs. 2-3).
 
 Methods (`METHODS`): `maml`, `metasgd` (FedMeta process, squared error,
-the rating model `cfg.model`: the paper's `rating_mlp` or `rating_wide_mlp`,
-which holds the bias baseline as a special case; all NN methods share it; MAML,
+the rating model `cfg.model`: the paper's `rating_mlp`, `rating_wide_mlp`,
+which holds the bias baseline as a special case, or `rating_factor_mlp` (plus movie
+factors times a user vector the inner loop adapts); all NN methods share it; MAML,
 Meta-SGD and NN(pre-trained) start it at `cfg.rating_init`, e.g. at the bias
 baseline's mu and item biases, `warm_start`),
 `nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
@@ -94,11 +95,17 @@ def score(predictions, episodes) -> Dict[str, float]:
   return out
 
 
+# Model options that depend on the data, by model name: `rating_factor_mlp` embeds the movie
+# one-hot, the encoder's first block (`features.MovieLensEncoder`), max_item_id wide.
+DATA_OPTIONS = {'rating_factor_mlp': lambda data: {'movies': data.dataset.max_item_id}}
+
+
 def _model(cfg, data: MovieLensData, start: str = ''):
   """The rating model the NN methods share (cfg.model, initial weights drawn with cfg.seed),
   started by `warm_start.RATING_INITS[start or cfg.rating_init]` from the training users."""
+  options = DATA_OPTIONS.get(cfg.model, lambda _: {})(data)
   spec = build_model_spec(cfg.model, (data.tasks.feature_dim,), 1, seed=cfg.seed,
-                          hidden_units=cfg.hidden_units)
+                          hidden_units=cfg.hidden_units, **options)
   train = data.items.train
   return warm_start.initialized(spec, start or cfg.rating_init,
                                 np.concatenate([e.all_x[:, 0] for e in train]),

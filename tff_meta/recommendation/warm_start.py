@@ -15,10 +15,11 @@ inner steps was already below it.
 `RATING_INITS` names the choices (config key `rating_init`):
 - `keras`: Keras' initialisers (the paper's silence; the wide path at zero);
 - `bias`: the same weights, then the output bias at logit(mu / 5), so the
-  untrained model predicts mu, and (`rating_wide_mlp` only) the wide path's
+  untrained model predicts mu, and (`rating_wide_mlp`, `rating_factor_mlp`) the wide path's
   weight of each movie's one-hot input at logit((mu + b_i) / 5) - logit(mu / 5),
-  so that with a silent deep path the model predicts the bias baseline's
-  mu + b_i before any user adaptation (b_u is the inner loop's job).
+  so that with a silent deep path (and u = 0, as `rating_factor_mlp` builds it) the model
+  predicts the bias baseline's mu + b_i before any user adaptation (b_u is the inner loop's
+  job).
   mu and b_i are `baselines.item_biases` of the training users' ratings (in a
   federation: per-movie sums and counts added up by the server, sufficient
   statistics, no rating leaves a device alone). The deep path keeps its
