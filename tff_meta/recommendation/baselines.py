@@ -38,6 +38,10 @@ import numpy as np
 from tff_meta.data.types import DataError
 from tff_meta.recommendation.service import Categorical
 
+# Koren's shrinkages of the bias baseline (module doc).
+ITEM_SHRINKAGE = 25.0
+USER_SHRINKAGE = 10.0
+
 
 def mfu_scores(support_labels: np.ndarray, num_query: int, num_classes: int) -> np.ndarray:
   """Each query event's scores = support-set use counts (ties: smaller local id first)."""
@@ -89,6 +93,14 @@ def item_biases(items: np.ndarray, ratings: np.ndarray, shrinkage: float
   return mu, dict(zip(ids.tolist(), (sums / (shrinkage + counts)).tolist()))
 
 
+def user_bias(mu: float, b_item: Dict[int, float], items: np.ndarray, ratings: np.ndarray,
+              shrinkage: float) -> float:
+  """b_u: the user's shrunk mean residual sum(r - mu - b_i) / (shrinkage + n) on its support set."""
+  b_support = np.array([b_item.get(int(i), 0.0) for i in items], np.float64)
+  residual = np.asarray(ratings, np.float64) - mu - b_support
+  return float(residual.sum() / (shrinkage + len(residual)))
+
+
 def bias_predictions(mu: float, b_item: Dict[int, float], users: Dict[str, Dict[str, np.ndarray]],
                      user_shrinkage: float) -> List[np.ndarray]:
   """Per test user: clip(mu + b_i + b_u, 1, 5) on its query items, b_u from its support set.
@@ -97,9 +109,7 @@ def bias_predictions(mu: float, b_item: Dict[int, float], users: Dict[str, Dict[
   """
   out = []
   for u in users.values():
-    b_support = np.array([b_item.get(int(i), 0.0) for i in u['support_item']], np.float64)
-    residual = np.asarray(u['support_rating'], np.float64) - mu - b_support
-    b_user = residual.sum() / (user_shrinkage + len(residual))
+    b_user = user_bias(mu, b_item, u['support_item'], u['support_rating'], user_shrinkage)
     b_query = np.array([b_item.get(int(i), 0.0) for i in u['query_item']], np.float64)
     out.append(np.clip(mu + b_query + b_user, 1.0, 5.0).astype(np.float32))
   return out

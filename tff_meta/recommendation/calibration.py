@@ -85,8 +85,9 @@ def _precisions(name: str, ranked, truth) -> Dict[str, float]:
 
 
 def statistics(ds: RatingsDataset, *, seed: int = 0, support_fraction: float = 0.8,
-               train_user_fraction: float = 0.8, item_shrinkage: float = 25.0,
-               user_shrinkage: float = 10.0) -> Dict[str, float]:
+               train_user_fraction: float = 0.8,
+               item_shrinkage: float = baselines.ITEM_SHRINKAGE,
+               user_shrinkage: float = baselines.USER_SHRINKAGE) -> Dict[str, float]:
   """The module doc's statistics of `ds` (a loaded MovieLens-shaped folder)."""
   users = _item_users(ds)
   all_ratings = np.concatenate([y for _, y in users.values()])

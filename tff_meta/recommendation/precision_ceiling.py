@@ -52,7 +52,6 @@ from tff_meta.recommendation import baselines, metrics, tasks
 from tff_meta.recommendation.features import AGE_BOUNDS
 
 K_VALUES = (1, 3, 10)
-ITEM_SHRINKAGE = 25.0
 
 
 @dataclasses.dataclass
@@ -82,10 +81,10 @@ def item_mean(ctx: Context, e: tasks.Episode) -> np.ndarray:
   return np.array([ctx.means.get(int(i), ctx.mu) for i in e.query_x[:, 0]])
 
 
-def _user_bias(ctx: Context, e: tasks.Episode, shrinkage: float = 10.0) -> float:
-  """b_u of the bias baseline (`baselines`: Koren's shrunk mean support residual)."""
-  residual = e.support_y - ctx.mu - ctx.biases(e.support_x[:, 0])
-  return float(residual.sum() / (shrinkage + len(residual)))
+def _user_bias(ctx: Context, e: tasks.Episode) -> float:
+  """b_u of the bias baseline (`baselines.user_bias`, Koren's shrinkage)."""
+  return baselines.user_bias(ctx.mu, ctx.b_item, e.support_x[:, 0], e.support_y,
+                             baselines.USER_SHRINKAGE)
 
 
 def item_bias(ctx: Context, e: tasks.Episode) -> np.ndarray:
@@ -245,7 +244,7 @@ def context(ds: RatingsDataset, episodes: tasks.RatingTasks, latents=None, expec
                        'this generator seed with the default knobs.')
   items = np.concatenate([t.all_x[:, 0] for t in episodes.train])
   ratings = np.concatenate([t.all_y for t in episodes.train])
-  mu, b_item = baselines.item_biases(items, ratings, ITEM_SHRINKAGE)
+  mu, b_item = baselines.item_biases(items, ratings, baselines.ITEM_SHRINKAGE)
   ids, index = np.unique(items, return_inverse=True)
   means = dict(zip(ids.tolist(), (np.bincount(index, ratings) / np.bincount(index)).tolist()))
   return Context(episodes.train, flags, _demographics(ds), mu, b_item, means, latents, expected)
