@@ -16,6 +16,8 @@ baseline's and item-bias-only RMSE and the item-mean ranking's Precision@k,
 with chronological and random query sets; for the written folder also the
 oracle's (`oracle_*`: predicting each rating's expected stars, which the
 generator knows, on the same query sets; the most the generated data allows).
+The surprise rows (`surprise_*`) measure the latent-factor structure beyond biases (a 5-fold
+BaselineOnly and SVD, beside their published ml-100k values).
 --stats_of=<folder> prints them for an existing folder (e.g. your real
 ml-100k) without writing anything (no oracle: only the generator knows it).
 """
@@ -57,14 +59,17 @@ def main(argv):
   del argv
   try:
     if FLAGS.stats_of:
-      print(calibration.format_statistics(calibration.statistics(load_movielens(FLAGS.stats_of))))
+      ds = load_movielens(FLAGS.stats_of)
+      print(calibration.format_statistics({**calibration.statistics(ds),
+                                           **calibration.factor_statistics(ds)}))
       return
     check_folder(FLAGS.output_dir)
     movielens_synth.write(FLAGS.output_dir, seed=FLAGS.seed)
     if FLAGS.stats:
       ds = load_movielens(FLAGS.output_dir)
       oracle = calibration.oracle_statistics(ds, movielens_synth.expected_ratings(FLAGS.seed))
-      print(calibration.format_statistics({**calibration.statistics(ds), **oracle}))
+      print(calibration.format_statistics({**calibration.statistics(ds),
+                                           **calibration.factor_statistics(ds), **oracle}))
   except (DataError, OSError) as e:      # one line, no traceback; no TensorFlow import needed
     problem = e if isinstance(e, DataError) else f'cannot write {FLAGS.output_dir}: {e.strerror}.'
     print(f'error: {problem}', file=sys.stderr)

@@ -107,3 +107,25 @@ def test_needs_the_movie_width():
     build_model_spec('rating_factor_mlp', (DIM,), 1, hidden_units=HIDDEN)
   with pytest.raises(ValueError, match='movies must be in'):
     build_model_spec('rating_factor_mlp', (DIM,), 1, hidden_units=HIDDEN, movies=DIM + 1)
+
+
+def test_factor_scale_multiplies_the_term_and_speeds_the_users_step_by_its_square():
+  """s <E x, u>: at s = 3 the term of u is three times the s = 1 term (same weights), and from
+  u = 0 one SGD step of rate a at s = 3 moves the term s <E x, u> as a step of rate 9 a at
+  s = 1 does (u' = s u: the same function, a rescaled rate for u; the other weights' steps
+  differ with the rate)."""
+  one, three = _spec(), _spec(factor_scale=3.0)
+  w = _shared(one)
+  w[EMB] = np.array([[1.0, -1.0], [0.5, 2.0], [-2.0, 0.25]], np.float32)
+  w[USER] = np.array([0.5, -1.0], np.float32)
+  x = _inputs()
+  base = _numpy_wide(w[:EMB] + w[USER + 1:], x).ravel()
+  term = np.array([-1.25, 1.5, -1.75])
+  np.testing.assert_allclose(_predict(three, w, x), 5.0 / (1.0 + np.exp(-(base + 3.0 * term))),
+                             rtol=1e-5)
+  w[USER][:] = 0.0
+  y = np.array([5.0, 1.0, 4.0], np.float32)
+  slow = Trainer(one, losses.SQUARED_ERROR, 'sgd', 0.9).fit(w, x, y, steps=1)
+  fast = Trainer(three, losses.SQUARED_ERROR, 'sgd', 0.1).fit(w, x, y, steps=1)
+  np.testing.assert_allclose(3.0 * fast[USER], slow[USER], rtol=1e-4, atol=1e-7)
+  assert np.abs(fast[USER]).max() > 1e-3

@@ -6,7 +6,7 @@ import pytest
 from tff_meta.learning import losses
 from tff_meta.models import build_model_spec
 from tff_meta.recommendation import config as config_lib
-from tff_meta.recommendation import warm_start
+from tff_meta.recommendation import factors, warm_start
 from tff_meta.recommendation.training import Trainer
 
 ITEMS = 4
@@ -94,3 +94,45 @@ def test_bias_start_of_the_factor_model_predicts_the_item_means():
   w[2][:] = 0.0
   x = np.eye(ITEMS + 2, dtype=np.float32)[:ITEMS]
   np.testing.assert_allclose(_predict(started, w, x), [4.5, 2.0, 11 / 3, 11 / 3], rtol=1e-5)
+
+
+def _factor_spec():
+  return build_model_spec('rating_factor_mlp', (ITEMS,), 1, seed=1, hidden_units=3,
+                          movies=ITEMS, factors=2)
+
+
+def test_factors_start_sets_the_embedding_to_als_item_factors_in_score_units():
+  """E's row of movie m is q_m / (mu (5 - mu) / 5), q = `factors.als_item_factors` of the
+  centred residuals of each training user; u stays 0, so the untrained model still predicts
+  the bias start's mu + b_i (deep path silenced); movie 4, rated by nobody, gets a zero row."""
+  users = np.array([0, 0, 0, 1, 1, 2, 2, 2])
+  items = np.array([1, 2, 3, 1, 2, 1, 2, 3])
+  ratings = np.array([5.0, 2.0, 4.0, 4.0, 1.0, 2.0, 5.0, 3.0])
+  spec = _factor_spec()
+  started = warm_start.initialized(spec, 'factors', items, ratings, 0.0, users).initial_trainable
+  mu, b_item = 26.0 / 8, {1: 11 / 3 - 26 / 8, 2: 8 / 3 - 26 / 8, 3: 3.5 - 26 / 8}
+  u_idx, ids, res = factors.centred_residuals(
+      [items[users == u] for u in range(3)], [ratings[users == u] for u in range(3)], mu, b_item)
+  q = factors.als_item_factors(u_idx, ids, res, 2)
+  np.testing.assert_allclose(started[3][:3], q[1:4] / (mu * (5 - mu) / 5), rtol=1e-6)
+  np.testing.assert_array_equal(started[3][3], 0.0)
+  np.testing.assert_array_equal(started[4], 0.0)
+  bias = warm_start.initialized(spec, 'bias', items, ratings, 0.0).initial_trainable
+  for i in (0, 1, 2, 5, 6):
+    np.testing.assert_allclose(started[i], bias[i], rtol=1e-6)
+  started[2][:] = 0.0
+  np.testing.assert_allclose(_predict(spec, started, np.eye(ITEMS, dtype=np.float32)),
+                             [11 / 3, 8 / 3, 3.5, mu], rtol=1e-5)
+
+
+def test_factors_start_needs_the_factor_model_and_the_users():
+  wide = build_model_spec('rating_wide_mlp', (ITEMS,), 1, seed=1, hidden_units=3)
+  with pytest.raises(ValueError, match='rating_factor_mlp'):
+    warm_start.initialized(wide, 'factors', np.array([1, 2]), np.array([4.0, 2.0]), 0.0,
+                           np.array([0, 0]))
+  with pytest.raises(ValueError, match='user'):
+    warm_start.initialized(_factor_spec(), 'factors', np.array([1, 2]), np.array([4.0, 2.0]), 0.0)
+  with pytest.raises(config_lib.ConfigError, match='rating_factor_mlp'):
+    config_lib.RecommendConfig(rating_init='factors', model='rating_wide_mlp').validate()
+  with pytest.raises(config_lib.ConfigError, match='factor_scale'):
+    config_lib.RecommendConfig(factor_scale=0.0).validate()

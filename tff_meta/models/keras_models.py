@@ -185,11 +185,13 @@ class UserFactor(tf.keras.layers.Layer):
   x_movie is the input's first `movies` columns (the one-hot movie id,
   `features.MovieLensEncoder`'s first block); `embedding` (E^T, [movies, factors]) holds the
   movies' latent factors, `user` (u, [factors]) the user's taste on them, starting at zero.
+  The term is multiplied by `scale` (s): s <E x_movie, u>.
   """
 
-  def __init__(self, movies: int, factors: int, stddev: float, **kwargs):
+  def __init__(self, movies: int, factors: int, stddev: float, scale: float = 1.0, **kwargs):
     super().__init__(**kwargs)
     self.movies, self.factors, self.stddev = int(movies), int(factors), float(stddev)
+    self.scale = float(scale)
 
   def build(self, input_shape):
     if self.movies < 1 or self.movies > int(input_shape[-1]):
@@ -203,20 +205,20 @@ class UserFactor(tf.keras.layers.Layer):
 
   def call(self, x):
     item = tf.matmul(x[:, :self.movies], self.embedding)          # E x_movie, [n, factors]
-    return tf.reduce_sum(item * self.user, axis=-1, keepdims=True)
+    return self.scale * tf.reduce_sum(item * self.user, axis=-1, keepdims=True)
 
   def get_config(self):
     return {**super().get_config(), 'movies': self.movies, 'factors': self.factors,
-            'stddev': self.stddev}
+            'stddev': self.stddev, 'scale': self.scale}
 
 
 @MODELS.register('rating_factor_mlp')
 def rating_factor_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden_units: int = 32,
                       max_rating: float = 5.0, movies: Optional[int] = None, factors: int = 8,
-                      factor_stddev: float = 0.1) -> tf.keras.Model:
+                      factor_stddev: float = 0.1, factor_scale: float = 1.0) -> tf.keras.Model:
   """`rating_wide_mlp` plus a factor term, the movie's latent factors times the user's taste:
 
-    rating = max_rating * sigmoid(w . x + b + v . relu(W x + c) + <E x_movie, u>),
+    rating = max_rating * sigmoid(w . x + b + v . relu(W x + c) + s <E x_movie, u>),
 
   x_movie the one-hot movie id (the input's first `movies` columns), E ([factors, movies], a
   projection of it, i.e. an item embedding, drawn N(0, factor_stddev^2)) and u (a `factors`
@@ -229,7 +231,16 @@ def rating_factor_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden
   0.862 on generated data where every trained method sat at the item-bias floor
   (docs/RESULTS.md 8a', `recommendation.precision_ceiling`; issue #15). The layers `hidden`,
   `deep` and `wide` and the output bias (the last weight) are `rating_wide_mlp`'s, so
-  `warm_start`'s `bias` start applies unchanged.
+  `warm_start`'s `bias` start applies unchanged; its `factors` start also sets E to item
+  factors learned from the training users (`recommendation.factors`).
+
+  s (`factor_scale`) is a reparametrisation, not more capacity: the model's functions are the
+  same for every s > 0 (u' = s u), but an SGD step of rate a moves the term s <E x, u> as a
+  step of rate s^2 a on the unscaled u would. So s sets how fast the inner loop fits the
+  user's taste relative to the other weights, which share one inner rate (Chen et al. 2018b
+  Sec. 3.1: 10 SGD steps). With E at item factors of about 0.3 per coordinate, the inner rate
+  that fits the user's bias in a step or two (0.02) moves u by a few percent of its
+  least-squares value in 10 steps at s = 1 (docs/RESULTS.md 8a').
   """
   del num_classes
   dim = int(np.prod(element_shape))
@@ -239,7 +250,7 @@ def rating_factor_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden
   inputs = tf.keras.layers.Input(shape=(dim,))
   hidden = tf.keras.layers.Dense(int(hidden_units), activation='relu', name='hidden')(inputs)
   deep = tf.keras.layers.Dense(1, use_bias=False, name='deep')(hidden)
-  factor = UserFactor(movies, factors, factor_stddev, name='factor')(inputs)
+  factor = UserFactor(movies, factors, factor_stddev, factor_scale, name='factor')(inputs)
   wide = tf.keras.layers.Dense(1, kernel_initializer='zeros', name='wide')(inputs)
   score = tf.keras.layers.Activation('sigmoid')(tf.keras.layers.Add()([deep, factor, wide]))
   return tf.keras.Model(inputs, tf.keras.layers.Rescaling(float(max_rating))(score),

@@ -21,7 +21,7 @@ from tff_meta.recommendation.schedules import SCHEDULES
 # MovieLens rating models (tff_meta/models/keras_models.py).
 RATING_MODELS = ('rating_mlp', 'rating_wide_mlp', 'rating_factor_mlp')
 # Their starts (warm_start.RATING_INITS).
-RATING_INITS = ('keras', 'bias')
+RATING_INITS = ('keras', 'bias', 'factors')
 # select_on: the kept parameters (movielens_task.SELECTIONS) and evaluate_on: the scored users.
 SELECT_ON = ('last', 'validation_rmse')
 EVALUATE_ON = ('test', 'validation')
@@ -66,11 +66,11 @@ class RecommendConfig:
   query_fraction: float = option(
       0.2, 'service: the last fraction of each test user\'s events is the query set.')
   support_sampling: str = option(
-      'chronological', 'movielens: how each user\'s ratings split into support and query '
-      'sets: chronological (default: query = the latest ratings, as in the paper\'s '
-      'production task; no peeking at the future) or random (same sizes, drawn at random; the '
-      'paper\'s MovieLens text says only "a fraction of data"). service is always '
-      'chronological.')
+      'random', 'movielens: how each user\'s ratings split into support and query sets: '
+      'random (default: same sizes, drawn at random, seeded; Table 3\'s protocol, the '
+      'paper\'s MovieLens text says only "a fraction of data") or chronological (query = the '
+      'latest ratings, as in the paper\'s production task; no peeking at the future). service '
+      'is always chronological.')
   min_events: int = option(2, 'service: users with fewer events are dropped (and counted).')
   sort_log: bool = option(False, 'service: sort each user\'s events by time instead of '
                           'rejecting an unsorted log.')
@@ -93,9 +93,17 @@ class RecommendConfig:
       'times a user vector that the inner loop adapts; tff_meta/models/keras_models.py).')
   rating_init: str = option(
       'keras', 'movielens: initial weights of the rating model of MAML, Meta-SGD and '
-      'NN(pre-trained): keras (Keras\' initialisers) or bias (start at the bias baseline\'s mu '
-      'and item biases from the training users; tff_meta/recommendation/warm_start.py). '
+      'NN(pre-trained): keras (Keras\' initialisers), bias (start at the bias baseline\'s mu '
+      'and item biases from the training users) or factors (bias, and rating_factor_mlp\'s '
+      'movie factors E from the training users by ALS); tff_meta/recommendation/warm_start.py. '
       'NN(self) always starts at keras.')
+  factors: int = option(8, 'rating_factor_mlp: movie factors (the length of u).')
+  factor_stddev: float = option(
+      0.1, 'rating_factor_mlp: stddev of the movie factors E\'s random start (rating_init = '
+      'factors sets E from the training users instead).')
+  factor_scale: float = option(
+      1.0, 'rating_factor_mlp: s in s <E x_movie, u>; the inner loop fits u s^2 times as fast '
+      'as at s = 1, the model\'s functions unchanged (tff_meta/models/keras_models.py).')
   inner_steps: int = option(
       10, 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).')
   eval_inner_steps: int = option(-1, 'Adaptation steps on test users; -1 = inner_steps.')
@@ -186,6 +194,13 @@ class RecommendConfig:
     if self.rating_init not in RATING_INITS:
       raise ConfigError(f'rating_init must be one of {", ".join(RATING_INITS)}, '
                         f'got {self.rating_init!r}.')
+    if self.factors < 1 or not self.factor_stddev >= 0 or not self.factor_scale > 0:
+      raise ConfigError(f'factors must be >= 1, factor_stddev >= 0 and factor_scale > 0; got '
+                        f'{self.factors}, {self.factor_stddev} and {self.factor_scale}.')
+    if self.rating_init == 'factors' and self.model != 'rating_factor_mlp':
+      raise ConfigError(f'rating_init = "factors" sets the movie factors of model = '
+                        f'"rating_factor_mlp"; got model = "{self.model}" (use rating_init = '
+                        f'"bias" for it).')
     if not 0.0 <= self.validation_fraction < 1.0:
       raise ConfigError(f'validation_fraction must be in [0, 1), got {self.validation_fraction} '
                         '(e.g. 0.2: a fifth of the training users validate).')

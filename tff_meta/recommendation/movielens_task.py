@@ -95,21 +95,26 @@ def score(predictions, episodes) -> Dict[str, float]:
   return out
 
 
-# Model options that depend on the data, by model name: `rating_factor_mlp` embeds the movie
-# one-hot, the encoder's first block (`features.MovieLensEncoder`), max_item_id wide.
-DATA_OPTIONS = {'rating_factor_mlp': lambda data: {'movies': data.dataset.max_item_id}}
+# Model options beyond hidden_units, by model name: `rating_factor_mlp` embeds the movie
+# one-hot, the encoder's first block (`features.MovieLensEncoder`), max_item_id wide, and
+# takes its factor keys from the config.
+MODEL_OPTIONS = {'rating_factor_mlp': lambda cfg, data: {
+    'movies': data.dataset.max_item_id, 'factors': cfg.factors,
+    'factor_stddev': cfg.factor_stddev, 'factor_scale': cfg.factor_scale}}
 
 
 def _model(cfg, data: MovieLensData, start: str = ''):
   """The rating model the NN methods share (cfg.model, initial weights drawn with cfg.seed),
   started by `warm_start.RATING_INITS[start or cfg.rating_init]` from the training users."""
-  options = DATA_OPTIONS.get(cfg.model, lambda _: {})(data)
+  options = MODEL_OPTIONS.get(cfg.model, lambda *_: {})(cfg, data)
   spec = build_model_spec(cfg.model, (data.tasks.feature_dim,), 1, seed=cfg.seed,
                           hidden_units=cfg.hidden_units, **options)
   train = data.items.train
   return warm_start.initialized(spec, start or cfg.rating_init,
                                 np.concatenate([e.all_x[:, 0] for e in train]),
-                                np.concatenate([e.all_y for e in train]), cfg.bias_item_shrinkage)
+                                np.concatenate([e.all_y for e in train]), cfg.bias_item_shrinkage,
+                                np.concatenate([np.full(len(e.all_y), k)
+                                                for k, e in enumerate(train)]))
 
 
 def _curve_users(cfg, episodes: List) -> List:
@@ -220,8 +225,9 @@ def _floor_notes(blocks: List[Tuple[str, List[dict]]]) -> List[str]:
     floor = next((r['rmse'] for r in rows if r['method'] == BIAS), None)
     if floor is not None:
       losers = [r['method'] for r in rows if r['method'] != BIAS and r['rmse'] >= floor]
-      notes.append(f'{label}: RMSE not below the {BIAS} ({floor:.4f}): '
-                   + (', '.join(losers) if losers else 'none'))
+      notes.append(f'{label}: RMSE not below the {BIAS} ({floor:.4f}): {", ".join(losers)}'
+                   if losers else
+                   f'{label}: every other method\'s RMSE is below the {BIAS} ({floor:.4f})')
   return [''] + notes if notes else []
 
 

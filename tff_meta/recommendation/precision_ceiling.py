@@ -49,6 +49,7 @@ import numpy as np
 
 from tff_meta.data.movielens import RatingsDataset
 from tff_meta.recommendation import baselines, metrics, tasks
+from tff_meta.recommendation import factors as factors_lib
 from tff_meta.recommendation.features import AGE_BOUNDS
 
 K_VALUES = (1, 3, 10)
@@ -121,36 +122,18 @@ def _factor_ridge(factors: Callable[[Context], np.ndarray], penalty: float) -> R
   return rank
 
 
-def als_item_factors(ctx: Context, factors: int = 8, penalty: float = 5.0, iterations: int = 10,
-                     seed: int = 0) -> np.ndarray:
+def als_item_factors(ctx: Context, factors: int = factors_lib.FACTORS,
+                     penalty: float = factors_lib.PENALTY,
+                     iterations: int = factors_lib.ITERATIONS, seed: int = 0) -> np.ndarray:
   """[max item id + 1, factors] item factors of the training users' residuals r - mu - b_i - b_u
-  (b_u: the user's mean residual) by alternating least squares (Koren et al. 2009, Sec.
-  "Learning algorithms"; penalty on both sides); an item no training user rated keeps 0."""
+  (`factors.als_item_factors`; cached in `ctx`)."""
   key = f'als_{factors}_{penalty:g}_{iterations}_{seed}'
-  if key in ctx.cache:
-    return ctx.cache[key]
-  rows = []
-  for u, t in enumerate(ctx.train):
-    items = t.all_x[:, 0].astype(np.int64)
-    residual = t.all_y - ctx.mu - ctx.biases(items)
-    rows.append((np.full(len(items), u), items, residual - residual.mean()))
-  users, items, r = (np.concatenate(c) for c in zip(*rows))
-  rng = np.random.default_rng(seed)
-  q = np.zeros((int(items.max()) + 1, factors))
-  q[np.unique(items)] = rng.normal(0, 0.1, (len(np.unique(items)), factors))
-  p = np.zeros((len(ctx.train), factors))
-  by_user = [np.flatnonzero(users == u) for u in range(len(ctx.train))]
-  by_item = {i: np.flatnonzero(items == i) for i in np.unique(items)}
-  eye = penalty * np.eye(factors)
-  for _ in range(iterations):
-    for u, idx in enumerate(by_user):
-      a = q[items[idx]]
-      p[u] = np.linalg.solve(a.T @ a + eye, a.T @ r[idx])
-    for i, idx in by_item.items():
-      a = p[users[idx]]
-      q[i] = np.linalg.solve(a.T @ a + eye, a.T @ r[idx])
-  ctx.cache[key] = q
-  return q
+  if key not in ctx.cache:
+    users, items, residuals = factors_lib.centred_residuals(
+        [t.all_x[:, 0] for t in ctx.train], [t.all_y for t in ctx.train], ctx.mu, ctx.b_item)
+    ctx.cache[key] = factors_lib.als_item_factors(users, items, residuals, factors, penalty,
+                                                  iterations, seed)
+  return ctx.cache[key]
 
 
 def _pairs(ctx: Context, user: str, items: np.ndarray) -> np.ndarray:
