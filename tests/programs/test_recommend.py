@@ -40,9 +40,10 @@ def test_movielens_table3_layout(tmp_path):
                  'Improvement (MAML vs NN(pre-trained))'):
     assert f'| 20% Support | {method} |' in out, method
   # One hidden layer of 32 on 40 items + 19 genres + 2 + 7 age groups + 5 occupations + 7 + 24 + 1,
-  # plus the config's wide path (model = "rating_wide_mlp": dim weights and the output bias).
+  # plus the wide path (dim weights and the output bias) and the config's movie factors
+  # (model = "rating_factor_mlp": 8 per movie, and the user vector of 8).
   dim = 40 + 19 + 2 + 7 + 5 + 7 + 24 + 1
-  size = dim * 32 + 32 + 32 + dim + 1
+  size = dim * 32 + 32 + 32 + dim + 1 + 40 * 8 + 8
   assert f'| MAML | {size} | {size} |' in out
   run = tmp_path / 'out'
   saved = json.loads((run / 'results.json').read_text())
