@@ -45,6 +45,10 @@ def test_one_maml_run_per_fraction_and_a_resumed_sweep_reads_them_back(tmp_path,
   monkeypatch.setattr(experiment, 'run', no_training)
   again = fractions.run(_cfg(folder, out), [0.3, 0.6], show_progress=False)
   assert again == rows
+  other = config.load(P80, dict(data_path=str(folder), output_dir=str(out), episodes=3,
+                                eval_every=1, checkpoint_every=1, hidden_units=4, inner_steps=2))
+  with pytest.raises(config.ConfigError, match='finished run with other settings'):
+    fractions.run(other, [0.3, 0.6], show_progress=False)
 
 
 def test_bad_fractions_and_tasks_are_refused(tmp_path):

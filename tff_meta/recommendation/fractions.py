@@ -11,8 +11,9 @@ right, MAML's RMSE against the episodes, one line per fraction.
 baseline and NN(pre-trained), which do not use the fraction (NN(pre-trained)
 steps on all of a training user's ratings), all in one worker pool. Each run
 has its own sub-folder (`reference/`, `fraction_0.2/`, ...), so a killed sweep
-resumes: a finished run is read back from its `results.json`, an unfinished
-one resumes from its checkpoints. Outputs beside them: `fractions.csv` (one
+resumes: a finished run is read back from its `results.json` (if its
+`config.toml` is the run's; a finished run of other settings is refused), an
+unfinished one resumes from its checkpoints. Outputs beside them: `fractions.csv` (one
 row per fraction: rmse, precision@1, precision@3, the kept episode) and
 `fractions.png` (the figure; the bias baseline is a dotted line).
 """
@@ -26,10 +27,11 @@ from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
+from tff_meta import config_file
 from tff_meta.program import files
 from tff_meta.recommendation import config as config_lib
 from tff_meta.recommendation import experiment, movielens_task
-from tff_meta.run_folder import RESULTS_FILE
+from tff_meta.run_folder import CONFIG_FILE, RESULTS_FILE
 from tff_meta.runtime.pool import WorkerPool
 
 REFERENCE = 'reference'
@@ -44,16 +46,25 @@ def _folder(fraction: float) -> str:
   return f'fraction_{fraction:g}'
 
 
-def _finished(out: str) -> Optional[Dict]:
+def _finished(cfg: config_lib.RecommendConfig) -> Optional[Dict]:
+  """A finished run's results.json, if the run in cfg's folder is this one (its config.toml
+  is cfg's); a finished run of other settings is refused, never read back."""
+  out = cfg.output_dir
   path = os.path.join(out, RESULTS_FILE)
   if not os.path.exists(path):
     return None
+  saved = os.path.join(out, CONFIG_FILE)
+  with open(saved, encoding='utf-8') as f:
+    if f.read() != config_file.to_toml(cfg):
+      raise config_lib.ConfigError(
+          f'{out} holds a finished run with other settings ({saved}); use a new --output_dir, '
+          f'or delete {out} to run it again.')
   with open(path, encoding='utf-8') as f:
     return json.load(f)
 
 
 def _run_or_read(cfg: config_lib.RecommendConfig, pool, show_progress: bool) -> Dict:
-  done = _finished(cfg.output_dir)
+  done = _finished(cfg)
   if done is not None:
     return done
   result = experiment.run(cfg, pool=pool, show_progress=show_progress)
