@@ -98,7 +98,7 @@ def test_biases_carry_signal_genre_tastes_hardly(folder, table):
   mean, item, user, genre = (_rmse(np.concatenate(e)) for e in (e_mean, e_item, e_user, e_genre))
   assert item < mean - 0.04
   assert user < item - 0.04
-  assert genre > user - 0.05    # the genre tastes gain at most 0.05 (0.036; movielens_synth doc)
+  assert genre > user - 0.05    # the genre tastes gain at most 0.05 (movielens_synth doc)
   assert 0.85 < user < 1.05                     # ml-100k: about 0.93-0.95
 
 
