@@ -10,6 +10,7 @@ import pytest
 from tests.recommendation import ml100k_files
 from tff_meta.config_file import ConfigError
 from tff_meta.data.movielens import SPLITS, load_movielens
+from tff_meta.learning import step_scale
 from tff_meta.recommendation import config, methods, movielens_task, tasks
 from tff_meta.registry import UnknownNameError
 
@@ -143,3 +144,27 @@ def test_a_meta_batch_is_clients_per_episode_distinct_training_users(folder, mon
     order = np.random.default_rng([3, episode]).choice(len(train), 4, replace=False)
     assert users == [data.tasks.train[i].user for i in order]
   assert [b['query_y'].tolist() for b in seen[1]] != [b['query_y'].tolist() for b in seen[2]]
+
+
+def test_factor_lr_scale_reaches_the_factor_layer_of_maml_and_nn_pretrained(folder, monkeypatch):
+  """factor_lr_scale multiplies the outer step of rating_factor_mlp's E and u only, for MAML
+  (server optimizer) and NN(pre-trained) (pre-training optimizer) alike; a bad value is named."""
+  cfg = _cfg(folder, model='rating_factor_mlp', rating_init='bias', factors=3,
+             factor_lr_scale=7.0, seed=2)
+  data = movielens_task.prepare(cfg)
+  model = movielens_task._model(cfg, data)
+  scales = movielens_task._step_scales(cfg, model)
+  shapes = [w.shape for w, c in zip(model.initial_trainable, scales) if c != 1.0]
+  assert sorted(shapes) == sorted([(data.dataset.max_item_id, 3), (3,)])   # E and u
+  assert set(scales) == {1.0, 7.0}
+  seen = {}
+  monkeypatch.setattr(methods, 'meta_learning',
+                      lambda cfg, **kw: seen.setdefault('maml', kw['step_scales']))
+  monkeypatch.setattr(methods, 'pretraining',
+                      lambda cfg, **kw: seen.setdefault('nn', kw['trainer'].optimizer))
+  movielens_task.METHODS.get('maml')(cfg, data, False)
+  movielens_task.METHODS.get('nn_pretrained')(cfg, data, False)
+  assert seen['maml'] == scales
+  assert isinstance(seen['nn'], step_scale.ScaledSteps)
+  with pytest.raises(ConfigError, match='factor_lr_scale'):
+    _cfg(folder, factor_lr_scale=0.0)

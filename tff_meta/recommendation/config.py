@@ -104,6 +104,10 @@ class RecommendConfig:
   factor_scale: float = option(
       1.0, 'rating_factor_mlp: s in s <E x_movie, u>; the inner loop fits u s^2 times as fast '
       'as at s = 1, the model\'s functions unchanged (tff_meta/models/keras_models.py).')
+  factor_lr_scale: float = option(
+      1.0, 'rating_factor_mlp: the outer rate of its factor layer (movie factors E and the start '
+      'of u) as a multiple of server_lr (MAML, Meta-SGD) and pretrain_lr (NN(pre-trained)); an '
+      'episode moves only its user\'s movies\' rows of E (tff_meta/learning/step_scale.py).')
   inner_steps: int = option(
       10, 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).')
   eval_inner_steps: int = option(-1, 'Adaptation steps on test users; -1 = inner_steps.')
@@ -197,6 +201,8 @@ class RecommendConfig:
     if self.factors < 1 or not self.factor_stddev >= 0 or not self.factor_scale > 0:
       raise ConfigError(f'factors must be >= 1, factor_stddev >= 0 and factor_scale > 0; got '
                         f'{self.factors}, {self.factor_stddev} and {self.factor_scale}.')
+    if not self.factor_lr_scale > 0:
+      raise ConfigError(f'factor_lr_scale must be > 0; got {self.factor_lr_scale}.')
     if self.rating_init == 'factors' and self.model != 'rating_factor_mlp':
       raise ConfigError(f'rating_init = "factors" sets the movie factors of model = '
                         f'"rating_factor_mlp"; got model = "{self.model}" (use rating_init = '

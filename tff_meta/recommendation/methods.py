@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.algorithms import base, fedmeta
+from tff_meta.learning import step_scale
 from tff_meta.program import client_data
 from tff_meta.recommendation import evaluation, loop, schedules
 from tff_meta.recommendation.training import Trainer
@@ -73,12 +74,17 @@ def _episodes(name, display, cfg, initial, step, evaluate, curve_users, selectio
 def meta_learning(cfg, *, name: str, display: str, variant: str, model, loss,
                   train_batch: Callable[[int], list], test: Sequence, curve_test: Sequence,
                   score: Callable, show_progress: bool,
-                  selection: Optional[Selection] = None) -> MethodResult:
+                  selection: Optional[Selection] = None,
+                  step_scales: Optional[Sequence[float]] = None) -> MethodResult:
   """Meta-trains with the FedMeta process; `train_batch(episode)` gives its client values;
-  scores `test` with the final state, or with the state `selection` keeps."""
+  scores `test` with the final state, or with the state `selection` keeps. `step_scales`
+  (one float per model weight) multiplies the server step of each weight (`step_scale`)."""
+  optimizer = base.build_optimizer(cfg.server_optimizer, cfg.server_lr)
+  if step_scales is not None:
+    optimizer = step_scale.scaled(optimizer, {'weights': list(step_scales)})
   process = fedmeta.build_fedmeta_process(
       model, variant=variant, inner_lr=cfg.inner_lr, inner_steps=cfg.inner_steps,
-      server_optimizer=base.build_optimizer(cfg.server_optimizer, cfg.server_lr), loss=loss)
+      server_optimizer=optimizer, loss=loss)
   predict = evaluation.build_predict(model, process.params_type, loss=loss,
                                      inner_lr=cfg.inner_lr, steps=cfg.adapt_steps)
 

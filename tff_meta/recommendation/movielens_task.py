@@ -98,6 +98,7 @@ def score(predictions, episodes) -> Dict[str, float]:
 # Model options beyond hidden_units, by model name: `rating_factor_mlp` embeds the movie
 # one-hot, the encoder's first block (`features.MovieLensEncoder`), max_item_id wide, and
 # takes its factor keys from the config.
+FACTOR_LAYER = 'factor'   # rating_factor_mlp's factor layer (E and u), keras_models.UserFactor
 MODEL_OPTIONS = {'rating_factor_mlp': lambda cfg, data: {
     'movies': data.dataset.max_item_id, 'factors': cfg.factors,
     'factor_stddev': cfg.factor_stddev, 'factor_scale': cfg.factor_scale}}
@@ -117,6 +118,13 @@ def _model(cfg, data: MovieLensData, start: str = ''):
                                                 for k, e in enumerate(train)]))
 
 
+def _step_scales(cfg, model) -> List[float]:
+  """The outer step's multiple per weight: `factor_lr_scale` for the factor layer's weights
+  (rating_factor_mlp's E and u), 1 for the others (`learning.step_scale`)."""
+  return [cfg.factor_lr_scale if layer == FACTOR_LAYER else 1.0
+          for _, layer in model.weight_layers] or [1.0] * len(model.initial_trainable)
+
+
 def _curve_users(cfg, episodes: List) -> List:
   return episodes[:cfg.eval_users] if cfg.eval_users > 0 else episodes
 
@@ -131,8 +139,10 @@ def _selection(cfg, data: MovieLensData):
 
 def _meta(cfg, data: MovieLensData, show_progress: bool, *, variant: str, display: str):
   train = [e.tensors() for e in data.tasks.train]
+  model = _model(cfg, data)
   return methods.meta_learning(
-      cfg, name=variant, display=display, variant=variant, model=_model(cfg, data),
+      cfg, name=variant, display=display, variant=variant, model=model,
+      step_scales=_step_scales(cfg, model),
       loss=losses.SQUARED_ERROR,
       train_batch=lambda ep: [train[i] for i in methods.sample_users(len(train), cfg, ep)],
       test=data.tasks.test, curve_test=_curve_users(cfg, data.tasks.test), score=score,
@@ -143,7 +153,8 @@ def nn_pretrained(cfg, data: MovieLensData, show_progress: bool):
   """Pre-trained on all training users' data (one user per episode), fine-tuned on support
   with the adaptation MAML uses (eval_inner_steps SGD steps at inner_lr)."""
   model = _model(cfg, data)
-  trainer = Trainer(model, losses.SQUARED_ERROR, cfg.pretrain_optimizer, cfg.pretrain_lr, 0)
+  trainer = Trainer(model, losses.SQUARED_ERROR, cfg.pretrain_optimizer, cfg.pretrain_lr, 0,
+                    step_scales=_step_scales(cfg, model))
   train = data.tasks.train
   params = lambda w: {'weights': list(w)}
   predict = evaluation.build_predict(

@@ -13,13 +13,13 @@ The optimizer is a `tff.learning.optimizers` optimizer, as on the server.
 
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from tff_meta.algorithms import base
-from tff_meta.learning import adaptation, losses
+from tff_meta.learning import adaptation, losses, step_scale
 
 
 class Trainer:
@@ -30,10 +30,12 @@ class Trainer:
   """
 
   def __init__(self, model, loss: losses.Loss, optimizer: str, learning_rate: float,
-               batch_size: int = 0):
+               batch_size: int = 0, step_scales: Optional[Sequence[float]] = None):
     self.model, self.loss, self.batch_size = model, loss, int(batch_size)
     self.learning_rate = float(learning_rate)
     self.optimizer = base.build_optimizer(optimizer, learning_rate)
+    if step_scales is not None:   # per-weight multiples of the step (learning.step_scale)
+      self.optimizer = step_scale.scaled(self.optimizer, tuple(step_scales))
     graph = tf.Graph()
     with graph.as_default():
       placeholder = tf.compat.v1.placeholder
