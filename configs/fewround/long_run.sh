@@ -12,8 +12,10 @@
 # EPISODES when resuming: it sets beta's decay episode (5/8 of EPISODES), so
 # another value is refused as another configuration (use a new OUT).
 # Cells, in order: per seed FRL (+/- GPAL) and fine-tuning via FedAvg + FedAvg;
-# then per seed one-shot FL's fine-tuning and the personalization scheme; last
-# FRL + GPAL with the client-side Adam update (seed 0).
+# then per seed one-shot FL's fine-tuning and the personalization scheme; then
+# FRL + GPAL with the client-side Adam update (seed 0); last the non-IID
+# setting (20 shards, 2 per client; `--iid=false` on the same configs), per
+# seed FRL (+/- GPAL) and fine-tuning via FedAvg + FedAvg, under <out>/noniid/.
 # Per-episode meta-train query accuracy/loss: <out>/<method>/metrics.csv and
 # tensorboard/. Results: <out>/results.md and results.json.
 #
@@ -69,3 +71,11 @@ first=${SEEDS%% *}
 cell "$OUT/frl_client_adam/seed$first" --config=configs/fewround/femnist62_5way_iid_frl.toml \
   --seed="$first" --meta_update=client_adam --methods=frl_distance_gpal \
   --server_lr_decay_episode=$((EPISODES * 5 / 8))
+# The non-IID setting (issue #14: "IID and non-IID, K = 10"): the same cells and rates
+# (chosen on IID validation classes; the paper also keeps one set of rates for both).
+for seed in $SEEDS; do
+  cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  cell "$OUT/noniid/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml \
+    --iid=false --seed="$seed" --methods=finetune_fedavg,fedavg
+done
