@@ -5,8 +5,10 @@
 #      gap of 3.4 points a property of the data or of one seed?);
 #   2. FedAvg(Meta) at 20%, seeds 0-2;
 #   3. FOMAML at 20%, seeds 1-2 (Fig. 3's cost comparison);
-#   4. the 50% and 90% columns, seed 0;
-#   5. Meta-SGD last (its worker's memory, docs/RESULTS.md §4a).
+#   4. FedMeta(MAML) at 20%, seed 0, with uniform weighting (Algorithm 1's 1/m;
+#      the configs weight by examples, as Sec. 4.2's text: issue #13 item 5);
+#   5. the 50% and 90% columns, seed 0;
+#   6. Meta-SGD last (its worker's memory, docs/RESULTS.md §4a).
 #
 #   mkdir -p runs && nohup configs/fedmeta/table2_queue.sh > runs/table2_queue.log 2>&1 &
 #
@@ -35,6 +37,11 @@ for seed in 1 2; do
 done
 for seed in 0 1 2; do cell 20 "$seed" fedavg_meta; done
 for seed in 1 2; do cell 20 "$seed" fomaml; done
+uniform=$OUT/table2_femnist_p20_maml_uniform
+echo "$(date -u +%FT%TZ) start femnist p20 seed 0 maml, weighting uniform"
+nice -n "${NICE:-19}" $PY -m programs.train --progress=false --cache_dir="$DATA" \
+  --config=configs/fedmeta/table2_femnist_p20_maml.toml --weighting=uniform --output_dir="$uniform"
+echo "$(date -u +%FT%TZ) end femnist p20 seed 0 maml, weighting uniform (exit $?)"
 for support in 50 90; do
   for method in maml fedavg fedavg_meta; do cell "$support" 0 "$method"; done
 done
