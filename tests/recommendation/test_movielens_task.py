@@ -166,5 +166,7 @@ def test_factor_lr_scale_reaches_the_factor_layer_of_maml_and_nn_pretrained(fold
   movielens_task.METHODS.get('nn_pretrained')(cfg, data, False)
   assert seen['maml'] == scales
   assert isinstance(seen['nn'], step_scale.ScaledSteps)
-  with pytest.raises(ConfigError, match='factor_lr_scale'):
-    _cfg(folder, factor_lr_scale=0.0)
+  with pytest.raises(ConfigError, match='factor_lr_scale must be > 0'):
+    _cfg(folder, model='rating_factor_mlp', factor_lr_scale=0.0)
+  with pytest.raises(ConfigError, match='factor layer of model = "rating_factor_mlp"'):
+    _cfg(folder, model='rating_wide_mlp', factor_lr_scale=2.0)

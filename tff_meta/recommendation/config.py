@@ -203,6 +203,9 @@ class RecommendConfig:
                         f'{self.factors}, {self.factor_stddev} and {self.factor_scale}.')
     if not self.factor_lr_scale > 0:
       raise ConfigError(f'factor_lr_scale must be > 0; got {self.factor_lr_scale}.')
+    if self.factor_lr_scale != 1.0 and self.model != 'rating_factor_mlp':
+      raise ConfigError(f'factor_lr_scale scales the factor layer of model = '
+                        f'"rating_factor_mlp"; got model = "{self.model}" (leave it at 1).')
     if self.rating_init == 'factors' and self.model != 'rating_factor_mlp':
       raise ConfigError(f'rating_init = "factors" sets the movie factors of model = '
                         f'"rating_factor_mlp"; got model = "{self.model}" (use rating_init = '
