@@ -258,3 +258,24 @@ def test_unfinished_runs_are_left_out_and_variants_are_not_averaged(runs_dir, tm
   # The same folder reached twice through overlapping --runs counts once.
   again = report.build_report([str(runs), str(runs / 'a')], str(tmp_path / 'rep'), '0.5')
   assert sum(len(g.runs) for g in again['groups']) == 3
+
+
+def test_a_key_missing_from_an_older_config_counts_as_its_default(runs_dir, tmp_path):
+  """A config.toml written before a key existed had its default: its run is a seed of the same
+  group as a newer run that writes the default, and a variant of one that sets another value."""
+  runs = tmp_path / 'runs'
+  _copy_run(runs_dir, runs / 'new', seed=0)
+  old = _copy_run(runs_dir, runs / 'old', seed=1)
+  cfg = (old / 'config.toml').read_text()
+  assert 'max_concurrent_calls = -1\n' in cfg and 'dp_clip = ""\n' in cfg
+  (old / 'config.toml').write_text(
+      cfg.replace('max_concurrent_calls = -1\n', '').replace('dp_clip = ""\n', ''))
+  result = report.build_report([str(runs)], str(tmp_path / 'rep'), '0.5')
+  assert [(g.method, len(g.runs)) for g in result['groups']] == [('FedAvg', 2)]
+  other = _copy_run(runs_dir, runs / 'other', seed=1)
+  text = (other / 'config.toml').read_text()
+  (other / 'config.toml').write_text(text.replace('max_concurrent_calls = -1',
+                                                  'max_concurrent_calls = 2'))
+  result = report.build_report([str(runs)], str(tmp_path / 'rep2'), '0.5')
+  assert sorted((g.method, len(g.runs)) for g in result['groups']) == [
+      ('FedAvg [max_concurrent_calls=-1]', 2), ('FedAvg [max_concurrent_calls=2]', 1)]

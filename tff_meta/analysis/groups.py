@@ -33,8 +33,20 @@ _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'chec
                                'support_fraction', 'data.cache_dir',
                                # round paths with identical results (tests check this)
                                'resident_state', 'rounds_per_call'})
-# Keys added after runs were made: a config.toml without one had this value.
-_KEY_DEFAULTS = {'resample_support': False}
+# Keys added after runs were made: a config.toml without one had its default (the config's
+# field default; `_EXTRA_KEY_DEFAULTS` where a key's default is not the one older runs had).
+_EXTRA_KEY_DEFAULTS = {'resample_support': False}
+
+
+def _key_defaults() -> Dict[str, Any]:
+  """Flattened config key -> its default, for configs written before the key existed."""
+  from tff_meta import config_file  # pylint: disable=g-import-not-at-top
+  from tff_meta.program import config as program_config  # pylint: disable=g-import-not-at-top
+  out = {name: config_file.default_of(f) for name, f in program_config.TOP_LEVEL.items()}
+  out.update({f'hparams.{name}': config_file.default_of(f)
+              for name, f in program_config.HPARAMS.items()})
+  out.update(_EXTRA_KEY_DEFAULTS)
+  return out
 
 
 @dataclasses.dataclass
@@ -73,15 +85,18 @@ def group_runs(runs: Sequence[Run]) -> Tuple[List[Group], List[str]]:
   for run in runs:
     by_key.setdefault((run.setting, run.method, run.algorithm), []).append(run)
   groups, notes = [], []
+  defaults = _key_defaults()
   for (setting, method, algorithm), members in by_key.items():
-    flat = [{k: v for k, v in {**_KEY_DEFAULTS, **_flatten(r.config)}.items()
+    flat = [{k: v for k, v in _flatten(r.config).items()
              if k not in _NOT_VARIANT_KEYS and k.split('.')[0] not in _NOT_VARIANT_KEYS}
             for r in members]
     keys = sorted(set().union(*flat))
-    varying = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+    value = lambda f, k: repr(f[k] if k in f else defaults.get(k))
+    varying = [k for k in keys if len({value(f, k) for f in flat}) > 1]
     variants: Dict[str, List[Run]] = {}
     for run, f in zip(members, flat):
-      label = ', '.join(f'{k.removeprefix("hparams.")}={f.get(k)}' for k in varying)
+      label = ', '.join(f'{k.removeprefix("hparams.")}={f.get(k, defaults.get(k))}'
+                        for k in varying)
       variants.setdefault(label, []).append(run)
     for label, vruns in sorted(variants.items()):
       name = f'{method} [{label}]' if label else method
