@@ -33,9 +33,7 @@ _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'chec
                                'support_fraction', 'data.cache_dir',
                                # round paths with identical results (tests check this)
                                'resident_state', 'rounds_per_call'})
-# Keys added after runs were made: a config.toml without one had its default (the config's
-# field default; `_EXTRA_KEY_DEFAULTS` where a key's default is not the one older runs had).
-_EXTRA_KEY_DEFAULTS = {'resample_support': False}
+# Keys added after runs were made: a config.toml without one had the config field's default.
 
 
 def _key_defaults() -> Dict[str, Any]:
@@ -45,7 +43,6 @@ def _key_defaults() -> Dict[str, Any]:
   out = {name: config_file.default_of(f) for name, f in program_config.TOP_LEVEL.items()}
   out.update({f'hparams.{name}': config_file.default_of(f)
               for name, f in program_config.HPARAMS.items()})
-  out.update(_EXTRA_KEY_DEFAULTS)
   return out
 
 

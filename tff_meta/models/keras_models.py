@@ -212,6 +212,11 @@ class UserFactor(tf.keras.layers.Layer):
             'stddev': self.stddev, 'scale': self.scale}
 
 
+# The name of rating_factor_mlp's factor layer (E and u), which warm starts and per-layer
+# rates find it by.
+FACTOR_LAYER = 'factor'
+
+
 @MODELS.register('rating_factor_mlp')
 def rating_factor_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden_units: int = 32,
                       max_rating: float = 5.0, movies: Optional[int] = None, factors: int = 8,
@@ -250,7 +255,7 @@ def rating_factor_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden
   inputs = tf.keras.layers.Input(shape=(dim,))
   hidden = tf.keras.layers.Dense(int(hidden_units), activation='relu', name='hidden')(inputs)
   deep = tf.keras.layers.Dense(1, use_bias=False, name='deep')(hidden)
-  factor = UserFactor(movies, factors, factor_stddev, factor_scale, name='factor')(inputs)
+  factor = UserFactor(movies, factors, factor_stddev, factor_scale, name=FACTOR_LAYER)(inputs)
   wide = tf.keras.layers.Dense(1, kernel_initializer='zeros', name='wide')(inputs)
   score = tf.keras.layers.Activation('sigmoid')(tf.keras.layers.Add()([deep, factor, wide]))
   return tf.keras.Model(inputs, tf.keras.layers.Rescaling(float(max_rating))(score),

@@ -33,7 +33,7 @@ from tff_meta.analysis.tables import markdown_table
 from tff_meta.data.movielens import RatingsDataset, load_movielens
 from tff_meta.data.types import DataError
 from tff_meta.learning import losses
-from tff_meta.models import build_model_spec
+from tff_meta.models import build_model_spec, keras_models
 from tff_meta.recommendation import (baselines, evaluation, features, methods, metrics, tasks,
                                      warm_start)
 from tff_meta.recommendation.training import Trainer
@@ -98,7 +98,6 @@ def score(predictions, episodes) -> Dict[str, float]:
 # Model options beyond hidden_units, by model name: `rating_factor_mlp` embeds the movie
 # one-hot, the encoder's first block (`features.MovieLensEncoder`), max_item_id wide, and
 # takes its factor keys from the config.
-FACTOR_LAYER = 'factor'   # rating_factor_mlp's factor layer (E and u), keras_models.UserFactor
 MODEL_OPTIONS = {'rating_factor_mlp': lambda cfg, data: {
     'movies': data.dataset.max_item_id, 'factors': cfg.factors,
     'factor_stddev': cfg.factor_stddev, 'factor_scale': cfg.factor_scale}}
@@ -121,7 +120,7 @@ def _model(cfg, data: MovieLensData, start: str = ''):
 def _step_scales(cfg, model) -> List[float]:
   """The outer step's multiple per weight: `factor_lr_scale` for the factor layer's weights
   (rating_factor_mlp's E and u), 1 for the others (`learning.step_scale`)."""
-  return [cfg.factor_lr_scale if layer == FACTOR_LAYER else 1.0
+  return [cfg.factor_lr_scale if layer == keras_models.FACTOR_LAYER else 1.0
           for _, layer in model.weight_layers] or [1.0] * len(model.initial_trainable)
 
 

@@ -44,6 +44,7 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
+from tff_meta.models import keras_models
 from tff_meta.recommendation import baselines
 from tff_meta.recommendation import factors as factors_lib
 from tff_meta.registry import Registry
@@ -98,10 +99,10 @@ def _bias(spec, train_items, train_ratings, item_shrinkage, train_users):
 
 def _embedding_index(spec) -> int:
   names = [name for _, name in spec.weight_layers]
-  if 'factor' not in names:
+  if keras_models.FACTOR_LAYER not in names:
     raise ValueError('rating_init = "factors" needs a model with movie factors '
                      '(model = "rating_factor_mlp").')
-  return names.index('factor')          # E; u is the next weight
+  return names.index(keras_models.FACTOR_LAYER)          # E; u is the next weight
 
 
 def factor_weights(spec, mu: float, b_item: Dict[int, float], users: np.ndarray,
