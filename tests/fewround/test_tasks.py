@@ -49,3 +49,35 @@ def test_pretrain_clients_use_global_meta_train_labels():
   for c in tasks.pretrain_clients(data, 5, 20, 4, True, seed=(0, 1, 0)):
     assert c['num_ways'] == len(train) and len(c['query_y']) == 0
     np.testing.assert_array_equal(train[c['support_y']], c['support_x'][:, 0, 0].astype(int))
+
+
+def test_leaf_femnist_pools_the_writers_and_splits_all_62_classes():
+  import os  # pylint: disable=g-import-not-at-top
+  import pytest  # pylint: disable=g-import-not-at-top
+  from tests.conftest import FIXTURES  # pylint: disable=g-import-not-at-top
+  from tff_meta.data import load_dataset  # pylint: disable=g-import-not-at-top
+  from tff_meta.data.types import DataError  # pylint: disable=g-import-not-at-top
+  path = os.path.join(FIXTURES, 'leaf', 'femnist')
+  data = tasks.load_class_split('leaf_femnist', (64, 16, 20), 3, path=path)
+  ds = load_dataset('leaf_femnist', path=path)
+  assert len(data.y) == sum(len(c.y) for c in ds.clients.values()) == 90
+  assert data.element_shape == (28, 28)
+  parts = [set(data.part(p).tolist()) for p in tasks.PARTS]
+  assert [len(p) for p in parts] == [40, 10, 12]   # all 62 classes, as for 'emnist'
+  assert set.union(*parts) == set(range(62)) and sum(map(len, parts)) == 62
+  # the split is the seed's, as for TFF's file (fewer labels seen must not shrink it)
+  assert [list(data.part(p)) for p in tasks.PARTS] == [
+      list(p) for p in tasks.episodes.class_split(62, (64, 16, 20), 3)]
+  assert tasks.path_option('leaf_femnist') == 'path'
+  with pytest.raises(DataError, match='needs the LEAF FEMNIST data folder.*--data_path'):
+    tasks.load_class_split('leaf_femnist')
+
+
+def test_data_path_replaces_the_configs_folder_of_another_source():
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from tff_meta.fewround import config as config_lib  # pylint: disable=g-import-not-at-top
+  cfg = dataclasses.replace(FewRoundConfig(), dataset='leaf_femnist',
+                            data={'cache_dir': 'tff_dir', 'other': 1})
+  got = config_lib.with_data_path(cfg, '/leaf', tasks.path_option('leaf_femnist'))
+  assert got.data == {'other': 1, 'path': '/leaf'}
+  assert config_lib.with_data_path(cfg, None, 'path') is cfg   # no flag: the config as it is

@@ -31,8 +31,9 @@ def test_writes_only_positive_values(tmp_path):
   assert not priority.set_autogroup_nice(6, str(tmp_path / 'no' / 'such'))
 
 
-def _child_autogroup(nice: int, keep: bool) -> int:
-  """Under `nice -n <nice>`, the autogroup nice of a child started in a new session."""
+def _child_autogroup(increment: int, keep: bool) -> int:
+  """Under `nice -n <increment>` (relative to the test's own niceness: `make test` may run
+  under nice), the autogroup nice of a child started in a new session."""
   code = f"""
 import importlib.util, subprocess
 spec = importlib.util.spec_from_file_location('priority', {MODULE!r})
@@ -42,7 +43,7 @@ out = subprocess.run(['cat', '/proc/self/autogroup'], start_new_session=True,
                      capture_output=True, text=True, check=True, **kwargs).stdout
 print(out.split()[-1])
 """
-  proc = subprocess.run(['nice', '-n', str(nice), sys.executable, '-c', code],
+  proc = subprocess.run(['nice', '-n', str(increment), sys.executable, '-c', code],
                         capture_output=True, text=True, timeout=60, check=True)
   return int(proc.stdout.strip())
 
@@ -50,5 +51,5 @@ print(out.split()[-1])
 @pytest.mark.skipif(not os.path.exists('/proc/self/autogroup'), reason='kernel has no autogroups')
 def test_a_new_session_keeps_the_programs_niceness():
   base = priority.program_nice()
-  assert _child_autogroup(base + 4, keep=False) == 0    # what setsid alone gives: full weight
-  assert _child_autogroup(base + 4, keep=True) == base + 4
+  assert _child_autogroup(4, keep=False) == 0    # what setsid alone gives: full weight
+  assert _child_autogroup(4, keep=True) == base + 4

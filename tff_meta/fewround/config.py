@@ -29,8 +29,9 @@ class FewRoundConfig:
                                        'meta_lr_decay_episode': 'server_lr_decay_episode'}
 
   name: str = option('few_round', 'Run name; the default output folder is runs/<name>.')
-  dataset: str = option('emnist', 'Class-split source: emnist (FEMNIST-62), cifar100, '
-                        'mini_imagenet, tiered_imagenet.')
+  dataset: str = option('emnist', 'Class-split source: emnist (FEMNIST-62, TFF\'s file), '
+                        'leaf_femnist (FEMNIST-62 in LEAF JSON), cifar100, mini_imagenet, '
+                        'tiered_imagenet.')
   class_split: Tuple[float, ...] = option(
       (64, 16, 20), 'Meta-train/validation/test classes, as counts or proportions '
       '(e.g. 64,16,20).', item=float)
@@ -148,11 +149,20 @@ def define_flags(flags) -> None:
                       'mini_imagenet / tiered_imagenet).')
 
 
+FOLDER_OPTIONS = ('path', 'data_dir', 'cache_dir')   # the sources' folder options
+
+
 def with_data_path(cfg: FewRoundConfig, data_path: Optional[str], key: str) -> FewRoundConfig:
-  """`cfg` with [data] `key` (the loader's folder option, `tasks.path_option`) set."""
+  """`cfg` with [data] `key` (the loader's folder option, `tasks.path_option`) set.
+
+  --data_path names the one data folder, so the config's folder options of
+  other sources go (a FEMNIST config run with --dataset=leaf_femnist keeps
+  no `cache_dir` that the LEAF reader would refuse); other [data] options stay.
+  """
   if not data_path:
     return cfg
-  return dataclasses.replace(cfg, data={**cfg.data, key: data_path})
+  data = {k: v for k, v in cfg.data.items() if k not in FOLDER_OPTIONS}
+  return dataclasses.replace(cfg, data={**data, key: data_path})
 
 
 def overrides_from_flags(flags_values) -> Dict[str, Any]:

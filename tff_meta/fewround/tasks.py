@@ -11,6 +11,9 @@ Sources (`CLASS_SPLIT_SOURCES`):
 - 'emnist': TFF's federated EMNIST-62 (FEMNIST) file, all writers pooled;
   its 62 classes are split by `class_split` (default proportions 64/16/20:
   40 / 10 / 12 classes).
+- 'leaf_femnist': FEMNIST in LEAF's JSON (`path`: LEAF's data folder, its
+  train/ and test/ shards pooled), split in the same way: other writers
+  than TFF's file, for checking a config on images it was not chosen on.
 - 'cifar100': CIFAR-100 (train + test pooled; python pickles in `data_dir`,
   or a TFDS data_dir in `tfds_data_dir`), split 64/16/20.
 - 'mini_imagenet', 'tiered_imagenet': a user-given folder in one of the
@@ -53,19 +56,34 @@ class ClassSplitData:
     return self.classes[name]
 
 
-def _split(name, x, y, fractions, seed, description) -> ClassSplitData:
-  parts = episodes.class_split(int(y.max()) + 1, fractions, seed)
+def _split(name, x, y, fractions, seed, description, num_classes=None) -> ClassSplitData:
+  parts = episodes.class_split(num_classes or int(y.max()) + 1, fractions, seed)
   return ClassSplitData(name, x, y.astype(np.int32),
                         collections.OrderedDict(zip(PARTS, parts)), description)
 
 
-@CLASS_SPLIT_SOURCES.register('emnist')
-def load_femnist(fractions=(64, 16, 20), split_seed=0, cache_dir=None) -> ClassSplitData:
-  ds = load_dataset('emnist', cache_dir=cache_dir)
+def _pooled_femnist(name, ds, fractions, split_seed) -> ClassSplitData:
+  """A federated FEMNIST's writers pooled; its 62 classes split by `fractions`."""
   x = np.concatenate([c.x for c in ds.clients.values()])
   y = np.concatenate([c.y for c in ds.clients.values()])
-  return _split('emnist', x, y, fractions, split_seed,
-                f'FEMNIST-62, {len(ds.clients)} writers pooled ({len(y)} images); {ds.description}')
+  return _split(name, x, y, fractions, split_seed,
+                f'FEMNIST-62, {len(ds.clients)} writers pooled ({len(y)} images); '
+                f'{ds.description}', num_classes=ds.num_classes)
+
+
+@CLASS_SPLIT_SOURCES.register('emnist')
+def load_femnist(fractions=(64, 16, 20), split_seed=0, cache_dir=None) -> ClassSplitData:
+  return _pooled_femnist('emnist', load_dataset('emnist', cache_dir=cache_dir), fractions,
+                         split_seed)
+
+
+@CLASS_SPLIT_SOURCES.register('leaf_femnist')
+def load_leaf_femnist(fractions=(64, 16, 20), split_seed=0, path=None) -> ClassSplitData:
+  if not path:
+    raise DataError('dataset leaf_femnist needs the LEAF FEMNIST data folder (with train/ and '
+                    'test/ of *.json shards): pass --data_path=DIR.')
+  return _pooled_femnist('leaf_femnist', load_dataset('leaf_femnist', path=path), fractions,
+                         split_seed)
 
 
 @CLASS_SPLIT_SOURCES.register('cifar100')

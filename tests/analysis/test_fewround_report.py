@@ -1,0 +1,140 @@
+"""The few-round report across seeds (tff_meta.analysis.fewround_report,
+programs/few_round_report.py), on run folders written by few-round's own writer
+(`fewround.experiment.write`), checked against hand computation."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+from tff_meta import run_folder
+from tff_meta.analysis import fewround_report
+from tff_meta.fewround import config as config_lib
+from tff_meta.fewround import experiment
+
+# per (method, seed): accuracy of each of 4 test episodes after R = 1 and R = 3
+EPISODES = {
+    ('frl_distance_gpal', 0): {1: [0.6, 0.7, 0.8, 0.7], 3: [0.8, 0.9, 0.8, 0.9]},
+    ('frl_distance_gpal', 1): {1: [0.5, 0.6, 0.7, 0.6], 3: [0.7, 0.8, 0.9, 0.8]},
+    ('finetune_fedavg', 0): {1: [0.6, 0.6, 0.6, 0.6], 3: [0.7, 0.7, 0.7, 0.8]},
+    ('finetune_fedavg', 1): {1: [0.5, 0.5, 0.6, 0.6], 3: [0.8, 0.8, 0.8, 0.8]},
+}
+
+
+def _row(method, seed):
+  acc = {str(r): {'mean': float(np.mean(v)), 'ci95': 0.01, 'episodes': len(v), 'text': '',
+                  'per_episode': v} for r, v in EPISODES[(method, seed)].items()}
+  return {'method': method, 'seconds': 1.0, 'info': {}, 'accuracy': acc}
+
+
+def _write(folder, methods, seed, **changes):
+  cfg = dataclasses.replace(config_lib.FewRoundConfig(), test_rounds=(1, 3), methods=methods,
+                            seed=seed, output_dir=str(folder), **changes)
+  os.makedirs(folder, exist_ok=True)
+  experiment.write(cfg, str(folder), [_row(m, seed) for m in methods])
+
+
+@pytest.fixture
+def runs(tmp_path):
+  for seed in (0, 1):
+    _write(tmp_path / 'frl' / f'seed{seed}', ('frl_distance_gpal',), seed)
+    _write(tmp_path / 'baselines' / f'seed{seed}', ('finetune_fedavg',), seed)
+  return tmp_path
+
+
+def _rows(runs, **kw):
+  entries, notes = fewround_report.group(fewround_report.find_runs([str(runs)]))
+  return {(r['method'], r['R']): r for r in fewround_report.entry_rows(entries, **kw)}, notes
+
+
+def test_seed_means_std_and_gain_match_hand_computation(runs):
+  rows, notes = _rows(runs)
+  assert not notes
+  frl3 = rows[('frl_distance_gpal', 3)]
+  per_seed = [85.0, 80.0]   # means of the R = 3 episodes of seeds 0 and 1
+  assert frl3['seeds'] == 2 and frl3['seed_list'] == '0 1'
+  assert frl3['accuracy'] == pytest.approx(82.5)
+  assert frl3['std_over_seeds'] == pytest.approx(np.std(per_seed))   # ddof=0: 2.5
+  assert frl3['mean_ci95'] == pytest.approx(1.0)
+  # gain R1 -> R3 per seed: 85 - 70 and 80 - 60; mean 17.5
+  assert frl3['gain'] == pytest.approx(17.5)
+  assert np.isnan(rows[('frl_distance_gpal', 1)]['gain'])
+
+
+def test_paired_difference_to_the_reference_is_taken_episode_by_episode(runs):
+  rows, _ = _rows(runs)
+  frl3 = rows[('frl_distance_gpal', 3)]
+  d0 = 100 * (np.array([0.8, 0.9, 0.8, 0.9]) - np.array([0.7, 0.7, 0.7, 0.8]))   # 10 20 10 10
+  d1 = 100 * (np.array([0.7, 0.8, 0.9, 0.8]) - np.array([0.8, 0.8, 0.8, 0.8]))   # -10 0 10 0
+  h0 = 1.959963984540054 * np.std(d0, ddof=1) / 2
+  h1 = 1.959963984540054 * np.std(d1, ddof=1) / 2
+  assert frl3['vs_reference'] == pytest.approx((d0.mean() + d1.mean()) / 2)   # (12.5 + 0) / 2
+  assert frl3['vs_reference_seeds'] == 2
+  assert frl3['vs_reference_above'] == int(d0.mean() - h0 > 0) + int(d1.mean() - h1 > 0) == 1
+  assert frl3['vs_reference_below'] == 0
+  assert frl3['vs_reference_per_seed'] == f'{d0.mean():+.2f}±{h0:.2f} {d1.mean():+.2f}±{h1:.2f}'
+  assert 'vs_reference' not in rows[('finetune_fedavg', 3)]   # not against itself
+  # another reference: the roles swap, the difference flips sign
+  rows, _ = _rows(runs, reference='frl_distance_gpal')
+  assert rows[('finetune_fedavg', 3)]['vs_reference'] == pytest.approx(-6.25)
+
+
+def test_other_configs_are_variants_and_non_iid_another_setting(runs):
+  _write(runs / 'client_adam' / 'seed0', ('frl_distance_gpal',), 0, meta_update='server_adam')
+  _write(runs / 'noniid' / 'seed0', ('frl_distance_gpal',), 0, iid=False)
+  entries, _ = fewround_report.group(fewround_report.find_runs([str(runs)]))
+  names = sorted((e.setting.label, e.method, len(e.members)) for e in entries)
+  iid = [n for n in names if 'non-IID' not in n[0]]
+  assert [(m, k) for _, m, k in iid] == [
+      ('finetune_fedavg', 2), ("frl_distance_gpal [meta_update='client_adam']", 2),
+      ("frl_distance_gpal [meta_update='server_adam']", 1)]
+  assert [(m, k) for s, m, k in names if 'non-IID' in s] == [('frl_distance_gpal', 1)]
+
+
+def test_duplicate_seed_is_noted(runs):
+  _write(runs / 'again' / 'seed0', ('frl_distance_gpal',), 0)
+  _, notes = _rows(runs)
+  assert len(notes) == 1 and 'seed(s) [0]' in notes[0] and 'again' in notes[0]
+
+
+def test_other_programs_results_are_skipped_and_bad_json_is_an_error(runs, tmp_path):
+  other = runs / 'train_run'
+  other.mkdir()
+  (other / run_folder.RESULTS_FILE).write_text(json.dumps({'summary': {}, 'history': []}))
+  assert len(fewround_report.find_runs([str(runs)])) == 4
+  (other / run_folder.RESULTS_FILE).write_text('{not json')
+  with pytest.raises(run_folder.RunFolderError, match='train_run.*cannot be read as JSON'):
+    fewround_report.find_runs([str(runs)])
+
+
+def _program(*args):
+  return subprocess.run([sys.executable, '-m', 'programs.few_round_report', *args], cwd=REPO,
+                        capture_output=True, text=True, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
+
+
+def test_program_writes_the_report_and_the_figures(runs, tmp_path):
+  out = tmp_path / 'report'
+  proc = _program(f'--runs={runs}', f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  md = (out / 'report.md').read_text()
+  assert '| frl_distance_gpal | 0 1 | 65.00 ± 5.00 (CI ±1.00) | 82.50 ± 2.50 (CI ±1.00) |' in md
+  assert '+6.25 (above in 1/2, below in 0/2)' in md
+  assert (out / 'report.csv').exists() and (out / 'accuracy_by_rounds.png').stat().st_size > 0
+  assert not (out / 'meta_training.png').exists()   # no method logged meta-training here
+
+
+def test_program_errors_are_one_line(tmp_path):
+  empty = tmp_path / 'empty'
+  empty.mkdir()
+  for runs, message in ((tmp_path / 'nope', 'is not a folder'),
+                        (empty, 'no few-round run folder')):
+    proc = _program(f'--runs={runs}', f'--output_dir={tmp_path / "out"}')
+    assert proc.returncode != 0
+    assert proc.stderr.strip().startswith('error:') and message in proc.stderr
+    assert 'Traceback' not in proc.stderr
