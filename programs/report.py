@@ -10,8 +10,10 @@ Runs are grouped by method and setting (dataset, model, support fraction); the
 runs of a group are its seeds. Writes to --output_dir:
 
 - report.md: accuracy (mean ± std over seeds) as methods × settings, and per
-  setting: client mean, mean of the worst 10% of clients, and the rounds, MB
-  and GFLOPs to the first evaluation reaching the target accuracy;
+  setting: client mean, mean of the worst 10% of clients, the difference to
+  FedAvg on the same test clients (paired within a seed, pooled over seeds,
+  with its 95% CI), and the rounds, MB and GFLOPs to the first evaluation
+  reaching the target accuracy;
 - report.csv: the same numbers;
 - convergence_rounds.png, convergence_bytes.png: test accuracy against rounds
   and against cumulative MB sent, mean over seeds;

@@ -140,6 +140,15 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
       expect = _fmt(np.mean(gf)) + (f' ± {_fmt(np.std(gf))}' if len(gf) > 1 else '')
       assert row[f'GFLOPs to {t}'] == expect + ('' if len(reached) == 2 else ' (1/2 runs)')
   assert all(_first_reaching(res['fedavg', s], target) is not None for s in SEEDS)
+  # vs FedAvg: per test client of the same seed, pooled over the seeds (hand computed)
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  d = 100 * np.concatenate([np.subtract(res['fedmeta_maml', s]['test_client_accuracies'],
+                                        res['fedavg', s]['test_client_accuracies'])
+                            for s in SEEDS])
+  half = stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d))
+  assert rows['FedMeta(MAML)']['vs FedAvg, per client (95% CI)'] == (
+      f'{np.mean(d):+.2f} ± {half:.2f} (20 clients, 2 seed(s))')
+  assert rows['FedAvg']['vs FedAvg, per client (95% CI)'] == '—'
 
   _, frows = _table((out / 'fairness.md').read_text(), SETTING)
   for alg, name in METHODS.items():

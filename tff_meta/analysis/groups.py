@@ -7,6 +7,10 @@ one method and setting whose configs differ in anything else (rounds, hparams,
 clients per round, ...) are split into variants, named after the keys that
 differ, so that a sweep folder is never averaged as if it were seeds.
 
+Each group is also compared with FedAvg on the same test clients
+(`paired_difference`): within a seed every method is scored on the same
+clients and query sets, so the final per-client accuracies pair up.
+
 The cost of a group is measured up to the first evaluation reaching a target
 accuracy, FedMeta Fig. 3's (FEMNIST 74%, Shakespeare 38%, Sent140 70%) unless
 the user gives one.
@@ -27,6 +31,7 @@ PAPER_TARGETS = {'emnist': 0.74, 'leaf_femnist': 0.74, 'shakespeare': 0.38,
                  'leaf_shakespeare': 0.38, 'leaf_sent140': 0.70}
 # Display order of the known algorithms (the paper's); others follow by name.
 METHOD_ORDER = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd')
+REFERENCE_ALGORITHM = 'fedavg'   # the paper's baseline, which the report's paired column subtracts
 # Config keys that name the group, or do not change what is trained.
 _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'checkpoint_every',
                                'method_hparams', 'algorithm', 'dataset', 'model',
@@ -166,6 +171,51 @@ def group_stats(group: Group, target: Optional[float]) -> Dict[str, Any]:
     if all(f is not None for _, f in costs):
       row['gflops_to_target'], row['gflops_to_target_std'] = _mean_std([f / 1e9 for _, f in costs])
   return row
+
+
+def paired_difference(group: Group, reference: Group) -> Optional[Dict[str, Any]]:
+  """`group` minus `reference` per test client, in points, pooled over the seeds both ran.
+
+  A seed draws the client split and the support/query division the same way
+  for every method (FedMeta Sec. 4.2 keeps the division fixed across
+  methods), so within a seed the i-th final per-client accuracy of two
+  methods belongs to the same test client and the same query set. Runs whose
+  client count or query points differ are not paired. The 95% CI is
+  Student's t over the pooled client differences (clients of different
+  seeds counted as independent). None when no seed pairs.
+  """
+  refs = {r.seed: r for r in reference.runs}
+  diffs, seeds = [], []
+  for run in group.runs:
+    ref = refs.get(run.seed)
+    if (ref is None or ref is run or len(ref.client_accuracies) != len(run.client_accuracies)
+        or ref.summary.get('query_examples') != run.summary.get('query_examples')):
+      continue
+    diffs.append(100 * (run.client_accuracies - ref.client_accuracies))
+    seeds.append(run.seed)
+  if not diffs:
+    return None
+  d = np.concatenate(diffs)
+  d = d[np.isfinite(d)]
+  half = float('nan')
+  if len(d) > 1:
+    from scipy import stats  # pylint: disable=g-import-not-at-top
+    half = float(stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d)))
+  return dict(vs_reference=float(np.mean(d)), vs_reference_ci95=half,
+              vs_reference_clients=int(len(d)), vs_reference_seeds=len(seeds))
+
+
+def add_paired_differences(groups: Sequence[Group], rows: Sequence[Dict[str, Any]],
+                           reference_algorithm: str = REFERENCE_ALGORITHM) -> None:
+  """Adds `paired_difference` to each row, against the setting's one group of
+  `reference_algorithm` (none when the setting has no such group, or several variants)."""
+  for setting in {g.setting for g in groups}:
+    refs = [g for g in groups if g.setting == setting and g.algorithm == reference_algorithm]
+    if len(refs) != 1:
+      continue
+    for g, row in zip(groups, rows):
+      if g.setting == setting and g is not refs[0]:
+        row.update(paired_difference(g, refs[0]) or {})
 
 
 def pooled_client_accuracies(group: Group) -> np.ndarray:

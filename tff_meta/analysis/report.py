@@ -20,8 +20,8 @@ import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from tff_meta.analysis import figures
-from tff_meta.analysis.groups import (Group, fairness_rows, group_runs, group_stats, method_key,
-                                      parse_targets, target_for)
+from tff_meta.analysis.groups import (Group, add_paired_differences, fairness_rows, group_runs,
+                                      group_stats, method_key, parse_targets, target_for)
 from tff_meta.analysis.tables import markdown_table, mean_pm_std, pct, pct_label, write_csv
 from tff_meta.evaluation import fairness
 from tff_meta.program.files import write_text
@@ -43,12 +43,21 @@ def _cost_cells(row: Dict[str, Any]) -> List[str]:
   return cells
 
 
+def _paired_cell(row: Dict[str, Any]) -> str:
+  if 'vs_reference' not in row:
+    return '—'
+  return (f"{row['vs_reference']:+.2f} ± {row['vs_reference_ci95']:.2f} "
+          f"({row['vs_reference_clients']} clients, {row['vs_reference_seeds']} seed(s))")
+
+
 def _setting_table(rows: Sequence[Dict[str, Any]], target: Optional[float]) -> str:
   t = pct_label(target)
   header = ['Method', 'Runs', 'Accuracy % (mean ± std)', 'Client mean %', 'Worst 10% of clients %',
-            'Rounds', f'Rounds to {t}', f'MB to {t}', f'GFLOPs to {t}']
+            'vs FedAvg, per client (95% CI)', 'Rounds', f'Rounds to {t}', f'MB to {t}',
+            f'GFLOPs to {t}']
   body = [[r['method'], str(r['runs']), f"{pct(r['accuracy'])} ± {pct(r['accuracy_std'])}",
-           pct(r['client_mean']), pct(r['worst10']), str(r['rounds']), *_cost_cells(r)]
+           pct(r['client_mean']), pct(r['worst10']), _paired_cell(r), str(r['rounds']),
+           *_cost_cells(r)]
           for r in rows]
   return markdown_table(header, body)
 
@@ -103,6 +112,7 @@ def build_report(roots: Sequence[str], output_dir: str,
   groups, notes = group_runs(runs)
   targets = {s: target_for(s, targets_flag) for s in {g.setting for g in groups}}
   rows = [group_stats(g, targets[g.setting]) for g in groups]
+  add_paired_differences(groups, rows)
   frows = fairness_rows(groups)
   os.makedirs(output_dir, exist_ok=True)
   files = []
@@ -135,7 +145,9 @@ def build_report(roots: Sequence[str], output_dir: str,
         'The cost columns are cumulative over '
         'rounds up to the first evaluation whose test accuracy reaches the target: MB sent down '
         'and up by all sampled clients, and their GFLOPs (`client_flops` in metrics.csv), '
-        'averaged over the runs that reach it.', '',
+        'averaged over the runs that reach it. "vs FedAvg" is the method\'s final accuracy '
+        'minus FedAvg\'s on each test client of the same seed (the same client and query set), '
+        'in points, pooled over the seeds both ran: the mean and its 95% CI (Student\'s t).', '',
         '## Accuracy % (methods × settings; runs in parentheses)', '',
         _pivot_table(groups, rows), '']
   for setting in sorted(targets):
