@@ -13,7 +13,8 @@ runs of a group are its seeds. Writes to --output_dir:
   setting: client mean, mean of the worst 10% of clients, the difference to
   FedAvg on the same test clients (paired within a seed, pooled over seeds,
   with its 95% CI), and the rounds, MB and GFLOPs to the first evaluation
-  reaching the target accuracy;
+  reaching the target accuracy, with FedAvg's MB and GFLOPs divided by the
+  method's (FedMeta Fig. 3's ratio);
 - report.csv: the same numbers;
 - convergence_rounds.png, convergence_bytes.png: test accuracy against rounds
   and against cumulative MB sent, mean over seeds;

@@ -5,7 +5,7 @@ The training loop (`program/training_loop.py`, `program/checkpoints.py`,
 
 - `config.toml` (CONFIG_FILE): the resolved config;
 - `metrics.csv` (METRICS_FILE): per round, training metrics, bytes down and
-  up, `client_flops`, seconds;
+  up, `client_flops`, seconds, the local workers' memory (`worker_rss_mb`);
 - `eval.csv` (EVAL_FILE): the evaluations, every `eval_every` rounds;
 - `results.json` (RESULTS_FILE): the summary, the evaluation history and the
   final per-client test accuracies; written last, so a folder without it is a

@@ -112,7 +112,9 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
   header, rows = _table(md, SETTING)
   assert list(rows) == list(METHODS.values())
   t = f'{100 * target:g}%'
-  assert header[-3:] == [f'Rounds to {t}', f'MB to {t}', f'GFLOPs to {t}']
+  assert header[-4:] == [f'Rounds to {t}', f'MB to {t}', f'GFLOPs to {t}',
+                         f"FedAvg's MB / GFLOPs to {t} ÷ this"]
+  mb_mean, gf_mean = {}, {}
   for alg, name in METHODS.items():
     accs = [res[alg, s]['summary']['accuracy'] for s in SEEDS]
     pooled = np.concatenate([res[alg, s]['test_client_accuracies'] for s in SEEDS])
@@ -129,6 +131,7 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
       assert row[f'MB to {t}'] == 'not reached'
       continue
     mb = [_bytes_through(runs_dir / f'seed{s}' / alg, k) / 1e6 for s, k in reached]
+    mb_mean[alg] = np.mean(mb)
     expect = _fmt(np.mean(mb)) + (f' ± {_fmt(np.std(mb))}' if len(mb) > 1 else '')
     expect += '' if len(reached) == 2 else ' (1/2 runs)'
     assert row[f'MB to {t}'] == expect
@@ -137,9 +140,19 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
       assert row[f'GFLOPs to {t}'] == 'n/a'   # metrics.csv has no (finite) client_flops
     else:
       gf = [f / 1e9 for f in flops]
+      gf_mean[alg] = np.mean(gf)
       expect = _fmt(np.mean(gf)) + (f' ± {_fmt(np.std(gf))}' if len(gf) > 1 else '')
       assert row[f'GFLOPs to {t}'] == expect + ('' if len(reached) == 2 else ' (1/2 runs)')
   assert all(_first_reaching(res['fedavg', s], target) is not None for s in SEEDS)
+  ratio_col = f"FedAvg's MB / GFLOPs to {t} ÷ this"
+  assert rows['FedAvg'][ratio_col] == '1.00 / 1.00'
+  if 'fedmeta_maml' in mb_mean:   # FedAvg's cost over MAML's (FedMeta Fig. 3's ratio)
+    expect = f"{mb_mean['fedavg'] / mb_mean['fedmeta_maml']:.2f} / "
+    expect += (f"{gf_mean['fedavg'] / gf_mean['fedmeta_maml']:.2f}"
+               if 'fedmeta_maml' in gf_mean and 'fedavg' in gf_mean else 'n/a')
+    assert rows['FedMeta(MAML)'][ratio_col] == expect
+  else:
+    assert rows['FedMeta(MAML)'][ratio_col] == '—'
   # vs FedAvg: per test client of the same seed, pooled over the seeds (hand computed)
   from scipy import stats  # pylint: disable=g-import-not-at-top
   d = 100 * np.concatenate([np.subtract(res['fedmeta_maml', s]['test_client_accuracies'],

@@ -43,6 +43,10 @@ def test_outputs(uninterrupted):
   with open(out / 'metrics.csv', newline='') as f:
     rows = list(csv.DictReader(f))
   assert all(float(r['client_flops']) > 0 and int(r['bytes_up']) > 0 for r in rows)
+  # the local worker's memory after every round and evaluation (a leak shows as a trend)
+  assert all(float(r['worker_rss_mb']) > 10 for r in rows)
+  with open(out / 'eval.csv', newline='') as f:
+    assert all(float(r['worker_rss_mb']) > 10 for r in csv.DictReader(f))
   total = sum(float(r['client_flops']) for r in rows)
   assert summary['gflops'] == pytest.approx(total / 1e9, rel=1e-9)
 

@@ -48,6 +48,27 @@ def test_two_workers_match_one_worker():
     np.testing.assert_allclose(m1['loss_sum'], m2['loss_sum'], rtol=1e-5)
 
 
+def test_resident_memory_is_the_owned_workers_vmrss_summed():
+  from tff_meta.runtime import workers  # pylint: disable=g-import-not-at-top
+  with WorkerPool.local(2) as pool:
+    owned = pool._owned  # pylint: disable=protected-access
+    each = [w.resident_mb() for w in owned]
+    assert all(10 < mb < 5000 for mb in each), each   # a started worker: tens to hundreds of MB
+    with open(f'/proc/{owned[0].pid}/status') as f:
+      kb = next(int(l.split()[1]) for l in f if l.startswith('VmRSS:'))
+    assert each[0] == pytest.approx(kb * 1024 / 1e6, rel=0.2)   # the same counter, read again
+    assert pool.resident_mb() == pytest.approx(sum(w.resident_mb() for w in owned), rel=0.2)
+    # a pool of workers started elsewhere has no memory of ours to read
+    remote = WorkerPool([f'localhost:{owned[0].port}'])
+    try:
+      assert np.isnan(remote.resident_mb())
+    finally:
+      remote.close()
+    victim = owned[1]
+    victim.stop()
+    assert np.isnan(victim.resident_mb()) and np.isnan(workers.resident_mb(victim.pid))
+
+
 def test_dead_worker_is_named():
   with WorkerPool.local(2) as pool:
     assert pool.dead_workers(confirm_s=0.5) == []

@@ -218,6 +218,24 @@ def add_paired_differences(groups: Sequence[Group], rows: Sequence[Dict[str, Any
         row.update(paired_difference(g, refs[0]) or {})
 
 
+def add_cost_ratios(groups: Sequence[Group], rows: Sequence[Dict[str, Any]],
+                    reference_algorithm: str = REFERENCE_ALGORITHM) -> None:
+  """Adds FedAvg's MB and GFLOPs to the target divided by each method's (FedMeta Fig. 3: the
+  paper reports 2.82-4.33 times fewer bytes for the meta-learners; > 1: fewer than FedAvg)."""
+  for setting in {g.setting for g in groups}:
+    refs = [(g, r) for g, r in zip(groups, rows)
+            if g.setting == setting and g.algorithm == reference_algorithm]
+    if len(refs) != 1 or 'mb_to_target' not in refs[0][1]:
+      continue
+    ref = refs[0][1]
+    for g, row in zip(groups, rows):
+      if g.setting != setting or not row.get('mb_to_target'):   # 0: reached before round 1
+        continue
+      row['fedavg_mb_ratio'] = ref['mb_to_target'] / row['mb_to_target']
+      if row.get('gflops_to_target') and 'gflops_to_target' in ref:
+        row['fedavg_gflops_ratio'] = ref['gflops_to_target'] / row['gflops_to_target']
+
+
 def pooled_client_accuracies(group: Group) -> np.ndarray:
   """The final per-client test accuracies (fractions) of all runs of `group`, finite only."""
   return np.concatenate([fairness.clean(r.client_accuracies) for r in group.runs])

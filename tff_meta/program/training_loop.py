@@ -396,7 +396,9 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     evaluation = Evaluation(alg, data, pool, seed, store, privacy)
     final = None   # the test summary of the last round, once evaluated
     if start == 0:
-      await eval_release.release(evaluation.row(state, 0)[0], key=0)
+      row0 = evaluation.row(state, 0)[0]
+      row0['worker_rss_mb'] = pool.resident_mb()
+      await eval_release.release(row0, key=0)
     runner = choose_runner(alg, pool, rounds_per_call=rounds_per_call,
                            resident_state=resident_state, num_clients=sampler.num_clients,
                            round_batch=lambda r: sampler.sample(r).batch,
@@ -411,9 +413,11 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
         sampler.done(round_num)
         divergence.check(metrics, round_num, len(sampled.clients))
         row = _train_row(alg, metrics, sampled.batch, per_round, t0)
+        row['worker_rss_mb'] = pool.resident_mb()
         await train_release.release(row, key=round_num)
         if schedule.evaluates(round_num):
           eval_row, summary = evaluation.row(state, round_num)
+          eval_row['worker_rss_mb'] = pool.resident_mb()
           await eval_release.release(eval_row, key=round_num)
           last_eval = summary.accuracy
           final = summary if round_num == rounds else final

@@ -135,6 +135,13 @@ class WorkerPool:
       raise
     return cls([f'localhost:{w.port}' for w in workers], owned=workers)
 
+  def resident_mb(self) -> float:
+    """Resident memory of the workers this pool started, summed, in MB; NaN for a pool of
+    workers started elsewhere (their memory is not this machine's to read)."""
+    if not self._owned:
+      return float('nan')
+    return float(sum(w.resident_mb() for w in self._owned))
+
   def dead_workers(self, confirm_s: float = 2.0) -> List[str]:
     """Workers that do not answer a probe call and cannot be reached within `confirm_s`.
 

@@ -63,6 +63,18 @@ def check_max_concurrent_calls(value: int) -> None:
     raise ValueError(f'max_concurrent_calls must be -1 (no bound) or >= 1, got {value!r}.')
 
 
+def resident_mb(pid: int) -> float:
+  """VmRSS of process `pid` in MB (10^6 bytes) from /proc; NaN when it cannot be read."""
+  try:
+    with open(f'/proc/{pid}/status') as f:
+      for line in f:
+        if line.startswith('VmRSS:'):
+          return int(line.split()[1]) * 1024 / 1e6   # the kernel writes kB (KiB)
+  except (OSError, ValueError, IndexError):
+    pass
+  return float('nan')
+
+
 class WorkerProcess:
   """One `worker_binary` on localhost; use as a context manager or call stop().
 
@@ -120,6 +132,10 @@ class WorkerProcess:
   @property
   def pid(self) -> int:
     return self.process.pid
+
+  def resident_mb(self) -> float:
+    """The worker's resident memory (VmRSS) in MB; NaN once it has exited."""
+    return resident_mb(self.process.pid)
 
   def stop(self, timeout_s: float = 10.0) -> None:
     """Stops the worker (SIGTERM, then SIGKILL) and reaps it."""
