@@ -300,6 +300,10 @@ def _rolling(x: np.ndarray, window: int) -> np.ndarray:
   return out
 
 
+def _seeds(n: int) -> str:
+  return f'{n} seed' + ('' if n == 1 else 's')
+
+
 def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: str) -> List[str]:
   """accuracy_by_rounds.png and, when any method logged meta-training, meta_training.png."""
   plt = _pyplot()
@@ -312,9 +316,10 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
       rs = [r for r in rows if r['setting'] == setting.label and r['method'] == e.method]
       ax.errorbar([r['R'] for r in rs], [r['accuracy'] for r in rs],
                   yerr=[r['std_over_seeds'] for r in rs], marker='o', capsize=3,
-                  label=f'{e.method} ({len(e.members)} seeds)')
+                  label=f'{e.method} ({_seeds(len(e.members))})')
     ax.set(title=setting.label, xlabel='R (rounds of FL at deployment)',
-           ylabel='test accuracy % (mean ± std over seeds)')
+           ylabel='test accuracy % (mean ± std over seeds)',
+           xticks=sorted({r['R'] for r in rows if r['setting'] == setting.label}))
     ax.title.set_fontsize(9)
     _legend(ax, most)
   path = os.path.join(output_dir, 'accuracy_by_rounds.png')
@@ -335,7 +340,7 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
     for ax, setting in zip(axes.flat, csettings):
       for (s, method), (curve, n) in curves.items():
         if s == setting:
-          ax.plot(np.arange(1, len(curve) + 1), 100 * curve, label=f'{method} ({n} seeds)')
+          ax.plot(np.arange(1, len(curve) + 1), 100 * curve, label=f'{method} ({_seeds(n)})')
       ax.set(title=setting.label, xlabel='meta-training episode',
              ylabel=f'meta-train query accuracy % ({SMOOTH_EPISODES}-episode mean)')
       ax.title.set_fontsize(9)
