@@ -38,11 +38,11 @@ _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'chec
                                'support_fraction', 'data.cache_dir',
                                # round paths with identical results (tests check this)
                                'resident_state', 'rounds_per_call'})
-# Keys added after runs were made: a config.toml without one had the config field's default.
 
 
 def _key_defaults() -> Dict[str, Any]:
-  """Flattened config key -> its default, for configs written before the key existed."""
+  """Flattened config key -> its default: a config.toml written before a key existed had the
+  config field's default."""
   from tff_meta import config_file  # pylint: disable=g-import-not-at-top
   from tff_meta.program import config as program_config  # pylint: disable=g-import-not-at-top
   out = {name: config_file.default_of(f) for name, f in program_config.TOP_LEVEL.items()}
@@ -205,29 +205,33 @@ def paired_difference(group: Group, reference: Group) -> Optional[Dict[str, Any]
               vs_reference_clients=int(len(d)), vs_reference_seeds=len(seeds))
 
 
+def _references(groups: Sequence[Group], rows: Sequence[Dict[str, Any]],
+                algorithm: str) -> Dict[Setting, Tuple[Group, Dict[str, Any]]]:
+  """Per setting, its one group of `algorithm` and its row (none with several variants)."""
+  found: Dict[Setting, List[Tuple[Group, Dict[str, Any]]]] = {}
+  for g, r in zip(groups, rows):
+    if g.algorithm == algorithm:
+      found.setdefault(g.setting, []).append((g, r))
+  return {s: refs[0] for s, refs in found.items() if len(refs) == 1}
+
+
 def add_paired_differences(groups: Sequence[Group], rows: Sequence[Dict[str, Any]],
                            reference_algorithm: str = REFERENCE_ALGORITHM) -> None:
   """Adds `paired_difference` to each row, against the setting's one group of
   `reference_algorithm` (none when the setting has no such group, or several variants)."""
-  for setting in {g.setting for g in groups}:
-    refs = [g for g in groups if g.setting == setting and g.algorithm == reference_algorithm]
-    if len(refs) != 1:
-      continue
+  for setting, (ref, _) in _references(groups, rows, reference_algorithm).items():
     for g, row in zip(groups, rows):
-      if g.setting == setting and g is not refs[0]:
-        row.update(paired_difference(g, refs[0]) or {})
+      if g.setting == setting and g is not ref:
+        row.update(paired_difference(g, ref) or {})
 
 
 def add_cost_ratios(groups: Sequence[Group], rows: Sequence[Dict[str, Any]],
                     reference_algorithm: str = REFERENCE_ALGORITHM) -> None:
   """Adds FedAvg's MB and GFLOPs to the target divided by each method's (FedMeta Fig. 3: the
   paper reports 2.82-4.33 times fewer bytes for the meta-learners; > 1: fewer than FedAvg)."""
-  for setting in {g.setting for g in groups}:
-    refs = [(g, r) for g, r in zip(groups, rows)
-            if g.setting == setting and g.algorithm == reference_algorithm]
-    if len(refs) != 1 or 'mb_to_target' not in refs[0][1]:
+  for setting, (_, ref) in _references(groups, rows, reference_algorithm).items():
+    if 'mb_to_target' not in ref:
       continue
-    ref = refs[0][1]
     for g, row in zip(groups, rows):
       if g.setting != setting or not row.get('mb_to_target'):   # 0: reached before round 1
         continue
