@@ -22,6 +22,7 @@ from tff_meta.data import load_dataset, protocol
 from tff_meta.program.config import ExperimentConfig
 from tff_meta.program.runner_choice import choose_runner
 from tff_meta.runtime.chunked import MultiRoundCalls
+from tff_meta.runtime import workers
 from tff_meta.runtime.resident import ResidentRounds
 
 # TFF and plain TF must agree after the first call to this relative tolerance.
@@ -231,20 +232,13 @@ def timing_cells(times) -> List[str]:
 
 
 def peak_rss_mb(pid: int) -> float:
-  """VmHWM (peak resident set) of a process, in MB."""
-  return _status_kb(pid, 'VmHWM') / 1024
+  """VmHWM (peak resident set) of a process, in MiB (the benchmarks' unit since issue #8)."""
+  return workers.status_kib(pid, 'VmHWM') / 1024
 
 
 def rss_mb(pid: int) -> float:
-  return _status_kb(pid, 'VmRSS') / 1024
-
-
-def _status_kb(pid: int, key: str) -> float:
-  with open(f'/proc/{pid}/status') as f:
-    for line in f:
-      if line.startswith(key + ':'):
-        return float(line.split()[1])
-  return float('nan')
+  """VmRSS (resident set) of a process, in MiB."""
+  return workers.status_kib(pid, 'VmRSS') / 1024
 
 
 def machine() -> str:

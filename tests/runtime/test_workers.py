@@ -1,5 +1,6 @@
 """Project-owned TFF workers are stopped by PID."""
 
+import math
 import os
 import signal
 import subprocess
@@ -86,3 +87,16 @@ def test_a_bad_max_concurrent_calls_starts_no_worker(value):
   with pytest.raises(ConfigError, match='max_concurrent_calls'):
     executor.make_pool(flag_values, max_concurrent_calls=value)
   assert workers.live_pids() == before
+
+
+def test_status_kib_reads_proc_and_is_nan_when_it_cannot():
+  with open(f'/proc/{os.getpid()}/status') as f:
+    line = next(l for l in f if l.startswith('VmHWM:'))
+  peak = workers.status_kib(os.getpid(), 'VmHWM')
+  assert peak >= float(line.split()[1]) > 0   # the peak only grows between the two reads
+  assert workers.resident_mb(os.getpid()) == pytest.approx(
+      workers.status_kib(os.getpid(), 'VmRSS') * 1.024e-3, rel=0.2)
+  assert math.isnan(workers.status_kib(os.getpid(), 'NoSuchField'))
+  dead = subprocess.Popen(['true'])
+  dead.wait()
+  assert math.isnan(workers.status_kib(dead.pid, 'VmRSS'))   # reaped: no /proc entry

@@ -63,16 +63,21 @@ def check_max_concurrent_calls(value: int) -> None:
     raise ValueError(f'max_concurrent_calls must be -1 (no bound) or >= 1, got {value!r}.')
 
 
-def resident_mb(pid: int) -> float:
-  """VmRSS of process `pid` in MB (10^6 bytes) from /proc; NaN when it cannot be read."""
+def status_kib(pid: int, key: str) -> float:
+  """Field `key` of /proc/<pid>/status (e.g. 'VmRSS', 'VmHWM') in KiB; NaN when unreadable."""
   try:
     with open(f'/proc/{pid}/status') as f:
       for line in f:
-        if line.startswith('VmRSS:'):
-          return int(line.split()[1]) * 1024 / 1e6   # the kernel writes kB (KiB)
+        if line.startswith(key + ':'):
+          return float(line.split()[1])   # the kernel writes kB, meaning KiB
   except (OSError, ValueError, IndexError):
     pass
   return float('nan')
+
+
+def resident_mb(pid: int) -> float:
+  """VmRSS of process `pid` in MB (10^6 bytes) from /proc; NaN when it cannot be read."""
+  return status_kib(pid, 'VmRSS') * 1024 / 1e6
 
 
 class WorkerProcess:
