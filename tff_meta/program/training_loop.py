@@ -287,6 +287,7 @@ class Evaluation:
       row.update(_eval_row(split[0], summaries[split[0]]))
     if self.privacy is not None:   # issue #18: the privacy spent by the rounds so far
       row['epsilon'] = self.privacy.epsilon(round_num)
+    row['worker_rss_mb'] = self.pool.resident_mb()
     return row, summaries[PRIMARY]
 
 
@@ -347,7 +348,7 @@ class Divergence:
           'server_lr).')
 
 
-def _train_row(alg: Algorithm, metrics, batch, per_round: dict,
+def _train_row(alg: Algorithm, pool, metrics, batch, per_round: dict,
                t0: float) -> collections.OrderedDict:
   """The round's metrics.csv row; `t0` is when the round started."""
   def mean(key):
@@ -357,7 +358,8 @@ def _train_row(alg: Algorithm, metrics, batch, per_round: dict,
       train_loss=mean('loss_sum'), train_accuracy=mean('correct'),
       num_rejected=int(metrics['num_rejected']),
       bytes_down=per_round['bytes_down'], bytes_up=per_round['bytes_up'],
-      client_flops=_round_flops(alg, batch), round_seconds=time.perf_counter() - t0)
+      client_flops=_round_flops(alg, batch), round_seconds=time.perf_counter() - t0,
+      worker_rss_mb=pool.resident_mb())
 
 
 async def _checkpoint(state_manager, store: Optional[ClientStateStore], state,
@@ -396,9 +398,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     evaluation = Evaluation(alg, data, pool, seed, store, privacy)
     final = None   # the test summary of the last round, once evaluated
     if start == 0:
-      row0 = evaluation.row(state, 0)[0]
-      row0['worker_rss_mb'] = pool.resident_mb()
-      await eval_release.release(row0, key=0)
+      await eval_release.release(evaluation.row(state, 0)[0], key=0)
     runner = choose_runner(alg, pool, rounds_per_call=rounds_per_call,
                            resident_state=resident_state, num_clients=sampler.num_clients,
                            round_batch=lambda r: sampler.sample(r).batch,
@@ -412,12 +412,10 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
         state, metrics, _ = _train(runner, pool, store, state, round_num, sampled)
         sampler.done(round_num)
         divergence.check(metrics, round_num, len(sampled.clients))
-        row = _train_row(alg, metrics, sampled.batch, per_round, t0)
-        row['worker_rss_mb'] = pool.resident_mb()
+        row = _train_row(alg, pool, metrics, sampled.batch, per_round, t0)
         await train_release.release(row, key=round_num)
         if schedule.evaluates(round_num):
           eval_row, summary = evaluation.row(state, round_num)
-          eval_row['worker_rss_mb'] = pool.resident_mb()
           await eval_release.release(eval_row, key=round_num)
           last_eval = summary.accuracy
           final = summary if round_num == rounds else final
