@@ -10,6 +10,13 @@ initial weights and client samples) and the table reports the mean, with the
 spread of accuracy across runs, as FedMeta Table 2 does. Prints a Markdown table (one row per
 method) and writes comparison.csv, comparison.md and convergence.png to
 --output_dir, with each method's own run folder (metrics, checkpoints) below.
+
+When FedAvg is among the methods, each other method's row also gives its
+accuracy minus FedAvg's per test client, pooled over the seeds, with a 95% CI
+(`analysis.groups.paired_difference`, the column `programs.report` prints):
+within a seed every method is scored on the same clients and query sets. A
+line under the table says how many query points a run scores and what one
+example is worth, so that small gaps are read as what they are.
 """
 
 import dataclasses
@@ -21,10 +28,11 @@ from absl import flags  # noqa: E402
 import numpy as np  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
-from tff_meta.analysis import figures, tables  # noqa: E402
+from tff_meta.analysis import figures, groups, tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
 from tff_meta.program import errors, files  # noqa: E402
+from tff_meta.run_folder import load_run  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 config_lib.define_flags(flags)
@@ -49,6 +57,31 @@ def _mean_history(histories):
   by_round = [{h['round']: h for h in hist} for hist in histories]
   return [{'round': r, 'test_accuracy': float(np.mean([b[r]['test_accuracy'] for b in by_round]))}
           for r in rounds]
+
+
+def _add_paired(per_method, rows) -> None:
+  """Adds `groups.paired_difference` against FedAvg (same seeds, same test clients) to rows."""
+  reference = groups.REFERENCE_ALGORITHM
+  if reference not in per_method:
+    return
+  as_group = lambda method, results: groups.Group(
+      setting=None, algorithm=method, method=method,
+      runs=[load_run(r.output_dir) for r in results])
+  ref = as_group(reference, per_method[reference])
+  for (method, results), row in zip(per_method.items(), rows):
+    if method != reference:
+      row.update(groups.paired_difference(as_group(method, results), ref) or {})
+
+
+def _reading(rows, seeds) -> str:
+  """One line on the table's resolution: query points per run, the worth of one example."""
+  points = float(np.mean([r['query_examples'] for r in rows]))
+  line = (f'Each run scores about {points:.0f} test query points, so one example moves a '
+          f'run\'s accuracy by {100 / points:.2f} points.')
+  if any('vs_reference' in r for r in rows):
+    line += (' "vs FedAvg" pairs each test client with itself under FedAvg, over '
+             f'{len(seeds)} seed(s); a CI that includes 0 is no ranking.')
+  return line
 
 
 def main(argv):
@@ -85,13 +118,17 @@ def main(argv):
                                 show_progress=FLAGS.progress)
         per_method[method].append(result)
   rows = [_mean_row([r.row() for r in results]) for results in per_method.values()]
+  _add_paired(per_method, rows)
   histories = {results[0].display_name: _mean_history([r.history for r in results])
                for results in per_method.values()}
   table = tables.format_table(rows)
   print(f'\nMean over seeds {seeds}; "±" is the std of accuracy across those runs.\n' + table)
+  reading = _reading(rows, seeds)
+  print('\n' + reading)
   tables.write_csv(rows, os.path.join(out, 'comparison.csv'))
   files.write_text(os.path.join(out, 'comparison.md'),
-                   f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n')
+                   f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n\n'
+                   f'{reading}\n')
   figures.plot_convergence(histories, os.path.join(out, 'convergence.png'),
                            title=f'{cfg.dataset}, {cfg.model}, support {cfg.support_fraction:.0%}'
                                  f', mean of {len(seeds)} seed(s)')

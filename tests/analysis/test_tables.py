@@ -20,6 +20,17 @@ def test_format_table_keeps_the_columns_some_row_has():
       '| FedAvg | 91.23 | 90.00 | 3.25 | 10 | 1.50 | 12.3 |')
 
 
+def test_the_paired_column_shows_where_a_row_has_it_and_a_dash_elsewhere():
+  base = dict(method='FedAvg', accuracy=90.0, rounds=10.0)
+  paired = dict(base, method='MAML', vs_reference=2.345, vs_reference_ci95=1.5,
+                vs_reference_clients=20, vs_reference_seeds=2)
+  assert tables.paired_cell(paired) == '+2.35 ± 1.50 (20 clients, 2 seed(s))'
+  assert tables.format_table([base, paired]).splitlines()[2:] == [
+      '| FedAvg | 90.00 | 10 | — |',
+      '| MAML | 90.00 | 10 | +2.35 ± 1.50 (20 clients, 2 seed(s)) |']
+  assert 'vs FedAvg' not in tables.format_table([base])
+
+
 def test_cost_and_percent_formats():
   assert tables.num(12345.6) == '12,346' and tables.num(0.012345) == '0.01235'
   assert tables.mean_pm_std(2.0, 0.5, 1) == '2' and tables.mean_pm_std(2.0, 0.5, 3) == '2 ± 0.5'

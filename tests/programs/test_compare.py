@@ -1,9 +1,14 @@
 """programs/compare.py: identical data for every method, mean over seeds, table and plot."""
 
 import csv
+import json
 import os
 import subprocess
 import sys
+
+import numpy as np
+import pytest
+from scipy import stats
 
 from tests.conftest import REPO
 
@@ -32,3 +37,16 @@ def test_compare_two_methods_two_seeds(tmp_path):
   assert 'server_lr = 0.01\n' in (out / 'seed0' / 'fedmeta_maml' / 'config.toml').read_text()
   png = (out / 'convergence.png').read_bytes()
   assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 10_000
+  # The paired column: MAML minus FedAvg per test client, pooled over both seeds, by hand.
+  def clients(seed, method):
+    with open(out / f'seed{seed}' / method / 'results.json') as f:
+      return np.array(json.load(f)['test_client_accuracies'])
+  d = 100 * np.concatenate([clients(s, 'fedmeta_maml') - clients(s, 'fedavg') for s in (0, 1)])
+  half = stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+  assert float(rows[1]['vs_reference']) == pytest.approx(d.mean())
+  assert float(rows[1]['vs_reference_ci95']) == pytest.approx(half)
+  assert rows[0]['vs_reference'] == '' and float(rows[1]['vs_reference_clients']) == len(d)
+  assert f'{d.mean():+.2f} ± {half:.2f} ({len(d)} clients, 2 seed(s))' in proc.stdout
+  points = np.mean([float(r['query_examples']) for r in rows])
+  assert f'so one example moves a run\'s accuracy by {100 / points:.2f} points' in proc.stdout
+  assert 'vs FedAvg' in (out / 'comparison.md').read_text()

@@ -23,7 +23,8 @@ from tff_meta.analysis import figures
 from tff_meta.analysis.groups import (Group, add_cost_ratios, add_paired_differences,
                                       fairness_rows, group_runs, group_stats, method_key,
                                       parse_targets, target_for)
-from tff_meta.analysis.tables import markdown_table, mean_pm_std, pct, pct_label, write_csv
+from tff_meta.analysis.tables import (markdown_table, mean_pm_std, paired_cell, pct, pct_label,
+                                      write_csv)
 from tff_meta.evaluation import fairness
 from tff_meta.program.files import write_text
 from tff_meta.run_folder import (CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders,
@@ -44,13 +45,6 @@ def _cost_cells(row: Dict[str, Any]) -> List[str]:
   return cells
 
 
-def _paired_cell(row: Dict[str, Any]) -> str:
-  if 'vs_reference' not in row:
-    return '—'
-  return (f"{row['vs_reference']:+.2f} ± {row['vs_reference_ci95']:.2f} "
-          f"({row['vs_reference_clients']} clients, {row['vs_reference_seeds']} seed(s))")
-
-
 def _ratio_cell(row: Dict[str, Any]) -> str:
   if 'fedavg_mb_ratio' not in row:
     return '—'
@@ -64,7 +58,7 @@ def _setting_table(rows: Sequence[Dict[str, Any]], target: Optional[float]) -> s
             'vs FedAvg, per client (95% CI)', 'Rounds', f'Rounds to {t}', f'MB to {t}',
             f'GFLOPs to {t}', f"FedAvg's MB / GFLOPs to {t} ÷ this"]
   body = [[r['method'], str(r['runs']), f"{pct(r['accuracy'])} ± {pct(r['accuracy_std'])}",
-           pct(r['client_mean']), pct(r['worst10']), _paired_cell(r), str(r['rounds']),
+           pct(r['client_mean']), pct(r['worst10']), paired_cell(r), str(r['rounds']),
            *_cost_cells(r), _ratio_cell(r)]
           for r in rows]
   return markdown_table(header, body)

@@ -17,6 +17,15 @@ from typing import Any, Dict, Optional, Sequence
 
 from tff_meta.program.files import atomic_open
 
+def paired_cell(row: Dict[str, Any]) -> str:
+  """'+d ± ci (n clients, k seed(s))' of `groups.paired_difference`'s keys in `row`; '—' without."""
+  if 'vs_reference' not in row:
+    return '—'
+  return (f"{row['vs_reference']:+.2f} ± {row['vs_reference_ci95']:.2f} "
+          f"({row['vs_reference_clients']} clients, {row['vs_reference_seeds']} seed(s))")
+
+
+# (row key, title, format string of row[key] or a function of the whole row)
 COLUMNS = (
     ('method', 'Method', '{}'),
     ('accuracy', 'Accuracy % (all query points)', '{:.2f}'),
@@ -25,6 +34,7 @@ COLUMNS = (
     ('client_std', 'Client std %', '{:.2f}'),
     ('rounds', 'Rounds', '{:d}'),
     ('mb_sent', 'MB sent (up+down)', '{:.2f}'),
+    ('vs_reference', 'vs FedAvg, same test clients (95% CI)', paired_cell),   # compare
     ('train_seconds', 'Train s', '{:.1f}'),
     ('epsilon', 'ε (DP)', '{:.2f}'),   # only for DP runs (issue #18)
 )
@@ -42,8 +52,15 @@ def format_table(rows: Sequence[Dict]) -> str:
   columns = [c for c in COLUMNS if any(c[0] in r for r in rows)]
   return markdown_table(
       [title for _, title, _ in columns],
-      [[fmt.format(int(r[k]) if fmt == '{:d}' else r[k]) for k, _, fmt in columns]
-       for r in rows])
+      [[_cell(r, k, fmt) for k, _, fmt in columns] for r in rows])
+
+
+def _cell(row: Dict, key: str, fmt) -> str:
+  if callable(fmt):
+    return fmt(row)
+  if key not in row:
+    return '—'
+  return fmt.format(int(row[key]) if fmt == '{:d}' else row[key])
 
 
 def write_csv(rows: Sequence[Dict], path: str) -> None:
