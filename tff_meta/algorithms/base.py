@@ -19,6 +19,7 @@ import tensorflow_federated as tff
 from tff_meta.algorithms import hparams as hparams_lib
 from tff_meta.algorithms.federated_process import FederatedProcess
 from tff_meta.evaluation import flops
+from tff_meta.learning import fused_adam
 from tff_meta.registry import Registry
 
 
@@ -66,7 +67,8 @@ def build_optimizer(name: str, learning_rate: float):
 OPTIMIZERS: Registry = Registry('optimizer')
 OPTIMIZERS.add('sgd', lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr))
 OPTIMIZERS.add('momentum', lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr, momentum=0.9))
-OPTIMIZERS.add('adam', lambda lr: tff.learning.optimizers.build_adam(learning_rate=lr))
+# TFF's Adam; client loops step it in place with the fused kernel (learning/fused_adam.py).
+OPTIMIZERS.add('adam', lambda lr: fused_adam.FusedAdam(learning_rate=lr))
 
 # (hparams, model cost, num_support, num_query, num_examples) -> FLOPs of one client's round.
 RoundFlops = Callable[[Any, flops.ModelCost, int, int, int], int]

@@ -5,6 +5,12 @@ FedAvg(Meta)'s fine-tuning on the support set at evaluation, and, through the
 `regularizer` hook, by every method whose local objective adds a term to the
 cross-entropy: FedEC's KL constraint (FedEC Eq. 11), FedEC-l2, Ditto's and
 FedProx's proximal terms, SCAFFOLD's control-variate correction.
+
+With Adam (`fused_adam.FusedAdam`, the `adam` of `algorithms.base.OPTIMIZERS`)
+the loop keeps the weights in variables and steps them with TensorFlow's fused
+Adam kernel; with any other optimizer, or in a graph that cannot hold
+variables, it carries them as loop tensors through the optimizer's `next`.
+Both compute the same minibatches, losses and update.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
-from tff_meta.learning import adaptation, losses
+from tff_meta.learning import adaptation, fused_adam, losses
 
 
 def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.Tensor,
@@ -33,17 +39,15 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
     (trained weights, OrderedDict of summed training statistics).
   """
   weights = tuple(tf.identity(w) for w in weights)
-  specs = tuple(tf.TensorSpec(w.shape, w.dtype) for w in weights)
-  opt_state = optimizer.initialize(specs)
   x, y = tf.nest.map_structure(tf.convert_to_tensor, (x, y))   # x may be a structure
-  n = tf.shape(y)[0]
-  batches_per_epoch = (n + batch_size - 1) // batch_size
-  stats = zero_stats()
+  batches_per_epoch = (tf.shape(y)[0] + batch_size - 1) // batch_size
+  steps = epochs * batches_per_epoch
 
   # A tf.while_loop over index ranges rather than `Dataset.reduce`: inside a
   # ReduceDataset, TFF's worker cannot run the gradient of a Keras RNN (the
   # LSTM's forward function asks for the Keras input placeholder).
-  def step(i, w, state, stats):
+  def minibatch(i, w):
+    """(dense gradients, batch statistics) of minibatch i at weights w."""
     start = (i % batches_per_epoch) * batch_size
     bx, by = tf.nest.map_structure(lambda t: t[start:start + batch_size], (x, y))
     with tf.GradientTape() as tape:
@@ -52,13 +56,30 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
       loss = losses.cross_entropy(logits, by)
       if regularizer is not None:
         loss = loss + regularizer(list(w), bx, logits)
-    grads = adaptation.dense(tape.gradient(loss, w))
-    state, w = optimizer.next(state, w, tuple(grads))
-    stats = add_stats(stats, losses.batch_stats(logits, by))
-    return i + 1, tuple(w), state, stats
+    return adaptation.dense(tape.gradient(loss, w)), losses.batch_stats(logits, by)
 
-  _, weights, _, stats = tf.while_loop(lambda i, *_: i < epochs * batches_per_epoch, step,
-                                       (tf.constant(0), weights, opt_state, stats))
+  if fused_adam.can_apply_in_place(optimizer):
+    adam = fused_adam.InPlaceAdam(optimizer, weights)
+    with tf.control_dependencies(adam.init_ops):
+      first = tf.constant(0)
+
+    def in_place_step(i, stats):
+      grads, batch = minibatch(i, adam.read(after=i))
+      with tf.control_dependencies(adam.apply(i + 1, grads)):
+        return i + 1, add_stats(stats, batch)
+
+    last, stats = tf.while_loop(lambda i, _: i < steps, in_place_step, (first, zero_stats()))
+    return adam.read(after=last), stats
+
+  opt_state = optimizer.initialize(tuple(tf.TensorSpec(w.shape, w.dtype) for w in weights))
+
+  def step(i, w, state, stats):
+    grads, batch = minibatch(i, w)
+    state, w = optimizer.next(state, w, tuple(grads))
+    return i + 1, tuple(w), state, add_stats(stats, batch)
+
+  _, weights, _, stats = tf.while_loop(lambda i, *_: i < steps, step,
+                                       (tf.constant(0), weights, opt_state, zero_stats()))
   return list(weights), stats
 
 
