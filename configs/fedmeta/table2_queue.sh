@@ -15,7 +15,8 @@
 #      the configs weight by examples, as Sec. 4.2's text: issue #13 item 5;
 #      "if time allows", so last).
 # Cost per cell with the machine to itself (RESULTS §4a): Meta-SGD 0.7 h,
-# MAML 1.5 h, FedAvg 2.5 h; sharing 2 cores with another queue, about twice.
+# MAML 1.5 h, FedAvg 2.5 h before the fused client Adam (e5e4b74, RESULTS
+# §7e), about 1 h since; sharing 2 cores with another queue, about twice.
 #
 #   mkdir -p runs && nohup configs/fedmeta/table2_queue.sh > runs/table2_queue.log 2>&1 &
 #
