@@ -43,18 +43,22 @@ def test_table2_queue_names_existing_cells(tmp_path):
   commands = _dry_run('configs/fedmeta/table2_queue.sh', tmp_path, OUT=str(tmp_path / 'out'))
   reproduce = [c for c in commands if c[1] == 'programs.reproduce']
   train = [c for c in commands if c[1] == 'programs.train']
-  assert len(reproduce) >= 20 and len(train) == 1
+  assert len(reproduce) >= 20 and len(train) == 3
   for command in reproduce:
     flags = _flags(command[2:])
     assert set(flags) <= {'progress', 'datasets', 'cache_dir', 'output_root', 'supports',
                           'seeds', 'methods'}, flags
     cell = f"table2_{flags['datasets']}_p{flags['supports']}_{flags['methods']}.toml"
     assert os.path.exists(os.path.join(ROOT, 'configs/fedmeta', cell)), cell
-  flags = _flags(train[0][2:])
-  assert os.path.exists(os.path.join(ROOT, flags.pop('config')))
   known = {*program_config.TOP_LEVEL, *program_config.HPARAMS, 'cache_dir', 'progress'}
-  assert set(flags) <= known, set(flags) - known
-  assert flags['weighting'] == 'uniform'
+  runs = [_flags(c[2:]) for c in train]
+  for flags in runs:
+    assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
+    assert set(flags) - {'config'} <= known, set(flags) - known
+  assert [f.get('weighting') for f in runs] == ['uniform', None, None]
+  assert [os.path.basename(f['config']) for f in runs[1:]] == [
+      'table2_shakespeare_p20_maml_reduced.toml', 'table2_shakespeare_p20_fedavg_reduced.toml']
+  assert len({f['output_dir'] for f in runs}) == 3
 
 
 def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):

@@ -13,7 +13,8 @@
 #   5. FOMAML at 20%, seeds 1-2 (Fig. 3's cost comparison);
 #   6. FedMeta(MAML) at 20%, seed 0, with uniform weighting (Algorithm 1's 1/m;
 #      the configs weight by examples, as Sec. 4.2's text: issue #13 item 5;
-#      "if time allows", so last).
+#      "if time allows");
+#   7. Shakespeare 20%, the labelled reduced setting, MAML then FedAvg.
 # Cost per cell with the machine to itself (RESULTS §4a): Meta-SGD 0.7 h,
 # MAML 1.5 h, FedAvg 2.5 h before the fused client Adam (e5e4b74, RESULTS
 # §7e), about 1 h since; sharing 2 cores with another queue, about twice.
@@ -51,8 +52,20 @@ for support in 50 90; do
   for method in metasgd maml fedavg_meta fedavg; do cell "$support" 0 "$method"; done
 done
 for seed in 1 2; do cell 20 "$seed" fomaml; done
-uniform=$OUT/table2_femnist_p20_maml_uniform
-echo "$(date -u +%FT%TZ) start femnist p20 seed 0 maml, weighting uniform"
-nice -n "${NICE:-19}" $PY -m programs.train --progress=false --cache_dir="$DATA" \
-  --config=configs/fedmeta/table2_femnist_p20_maml.toml --weighting=uniform --output_dir="$uniform"
-echo "$(date -u +%FT%TZ) end femnist p20 seed 0 maml, weighting uniform (exit $?)"
+train_cell() {   # train_cell <label> <output folder> <config> [flags...]: one programs.train run
+  local label=$1 folder=$2 config=$3; shift 3
+  echo "$(date -u +%FT%TZ) start $label"
+  nice -n "${NICE:-19}" $PY -m programs.train --progress=false --cache_dir="$DATA" \
+    --config="$config" --output_dir="$folder" "$@"
+  echo "$(date -u +%FT%TZ) end $label (exit $?)"
+}
+
+train_cell "femnist p20 seed 0 maml, weighting uniform" "$OUT/table2_femnist_p20_maml_uniform" \
+  configs/fedmeta/table2_femnist_p20_maml.toml --weighting=uniform
+# 7. Shakespeare, 20% support, the labelled REDUCED setting (10 roles a round,
+#    stride 3; issue #13 item 4): about 17.5 CPU h for MAML, more for FedAvg
+#    (RESULTS §4a), so last, when the FEMNIST cells no longer need the cores.
+for method in maml fedavg; do
+  train_cell "shakespeare p20 seed 0 $method, REDUCED" "$OUT/table2_shakespeare_p20_${method}_reduced" \
+    "configs/fedmeta/table2_shakespeare_p20_${method}_reduced.toml"
+done
