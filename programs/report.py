@@ -14,7 +14,8 @@ runs of a group are its seeds. Writes to --output_dir:
   FedAvg on the same test clients (paired within a seed, pooled over seeds,
   with its 95% CI), and the rounds, MB and GFLOPs to the first evaluation
   reaching the target accuracy, with FedAvg's MB and GFLOPs divided by the
-  method's (FedMeta Fig. 3's ratio);
+  method's (FedMeta Fig. 3's ratio); for runs of the paper's datasets, models
+  and support fractions, ours beside FedMeta Table 2 in its layout;
 - report.csv: the same numbers;
 - convergence_rounds.png, convergence_bytes.png: test accuracy against rounds
   and against cumulative MB sent, mean over seeds;

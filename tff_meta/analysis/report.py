@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from tff_meta.analysis import figures
+from tff_meta.analysis import figures, paper_table
 from tff_meta.analysis.groups import (Group, add_cost_ratios, add_paired_differences,
                                       fairness_rows, group_runs, group_stats, method_key,
                                       parse_targets, target_for)
@@ -155,6 +155,9 @@ def build_report(roots: Sequence[str], output_dir: str,
         'the method needs less; FedMeta reports 2.82-4.33 times fewer bytes).', '',
         '## Accuracy % (methods × settings; runs in parentheses)', '',
         _pivot_table(groups, rows), '']
+  beside_paper = paper_table.table(groups, rows)
+  if beside_paper is not None:
+    md += ['## Beside FedMeta Table 2', '', paper_table.EXPLANATION, '', beside_paper, '']
   for setting in sorted(targets):
     t = targets[setting]
     source = ('--target_accuracy' if setting.dataset in targets_flag or None in targets_flag
