@@ -3,6 +3,7 @@ r"""Turns finished run folders into a report: tables, convergence, fairness and 
   python -m programs.report --runs=out/demo --output_dir=out/demo/report
   python -m programs.report --runs=runs/femnist_short,runs/shakespeare --output_dir=out/report \
       --target_accuracy=emnist=0.74,shakespeare=0.38
+  python -m programs.report --runs=docs/runs/fedmeta --output_dir=out/r --reference=fedavg_meta
 
 Every folder under --runs (searched recursively) that holds results.json and
 config.toml is a run: what programs.train, compare, sweep and reproduce write.
@@ -45,13 +46,18 @@ flags.DEFINE_string('target_accuracy', '',
                     'cost.png: "0.74" for every dataset, or "emnist=0.74,shakespeare=0.38" '
                     '(a bare value is the default for the others). Empty: FedMeta Fig. 3\'s '
                     'targets for FEMNIST, Shakespeare and Sent140.')
+flags.DEFINE_string('reference', None,
+                    'The algorithm the paired "vs" column subtracts per test client, e.g. '
+                    'fedavg_meta; default FedAvg (the paper\'s baseline). The cost ratios stay '
+                    'FedAvg\'s cost divided by each method\'s (FedMeta Fig. 3).')
 flags.mark_flags_as_required(['runs', 'output_dir'])
 FLAGS = flags.FLAGS
 
 
 def main(argv):
   del argv
-  result = report.build_report(FLAGS.runs, FLAGS.output_dir, FLAGS.target_accuracy)
+  result = report.build_report(FLAGS.runs, FLAGS.output_dir, FLAGS.target_accuracy,
+                               FLAGS.reference)
   for u in result['unfinished']:
     print(f'note: left out unfinished run folder (no {run_folder.RESULTS_FILE}): {u}',
           file=sys.stderr)

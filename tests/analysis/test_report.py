@@ -301,3 +301,22 @@ def test_a_key_missing_from_an_older_config_counts_as_its_default(runs_dir, tmp_
   result = report.build_report([str(runs)], str(tmp_path / 'rep2'), '0.5')
   assert sorted((g.method, len(g.runs)) for g in result['groups']) == [
       ('FedAvg [max_concurrent_calls=-1]', 2), ('FedAvg [max_concurrent_calls=2]', 1)]
+
+
+def test_reference_flag_pairs_against_another_method(runs_dir, tmp_path):
+  proc = _report(runs_dir, tmp_path / 'r', '--reference=fedmeta_maml')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  text = (tmp_path / 'r' / 'report.md').read_text()
+  header, rows = _table(text, SETTING)
+  column = 'vs FedMeta(MAML), per client (95% CI)'
+  assert column in header and rows['FedMeta(MAML)'][column] == '—'
+  clients = lambda alg, s: _results(runs_dir, alg, s)['test_client_accuracies']
+  d = 100 * np.concatenate([np.subtract(clients('fedavg', s), clients('fedmeta_maml', s))
+                            for s in SEEDS])
+  assert rows['FedAvg'][column].startswith(f'{np.mean(d):+.2f} ± ')
+  ratio_col = next(h for h in header if h.startswith("FedAvg's MB"))   # Fig. 3 stays on FedAvg
+  assert rows['FedAvg'][ratio_col].startswith('1.00') or rows['FedAvg'][ratio_col] == '—'
+  bad = _report(runs_dir, tmp_path / 'r2', '--reference=fedavg_meta')
+  assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1] == (
+      f'error: --reference=fedavg_meta: no finished run of that algorithm under {runs_dir}; '
+      'use one of fedavg, fedmeta_maml')

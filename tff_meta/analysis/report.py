@@ -20,9 +20,9 @@ import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from tff_meta.analysis import figures, paper_table
-from tff_meta.analysis.groups import (Group, add_cost_ratios, add_paired_differences,
-                                      fairness_rows, group_runs, group_stats, method_key,
-                                      parse_targets, target_for)
+from tff_meta.analysis.groups import (REFERENCE_ALGORITHM, Group, add_cost_ratios,
+                                      add_paired_differences, fairness_rows, group_runs,
+                                      group_stats, method_key, parse_targets, target_for)
 from tff_meta.analysis.tables import (markdown_table, mean_pm_std, paired_cell, pct, pct_label,
                                       write_csv)
 from tff_meta.evaluation import fairness
@@ -52,10 +52,11 @@ def _ratio_cell(row: Dict[str, Any]) -> str:
   return f"{row['fedavg_mb_ratio']:.2f} / " + (f'{flops:.2f}' if flops is not None else 'n/a')
 
 
-def _setting_table(rows: Sequence[Dict[str, Any]], target: Optional[float]) -> str:
+def _setting_table(rows: Sequence[Dict[str, Any]], target: Optional[float],
+                   reference: str) -> str:
   t = pct_label(target)
   header = ['Method', 'Runs', 'Accuracy % (mean ± std)', 'Client mean %', 'Worst 10% of clients %',
-            'vs FedAvg, per client (95% CI)', 'Rounds', f'Rounds to {t}', f'MB to {t}',
+            f'vs {reference}, per client (95% CI)', 'Rounds', f'Rounds to {t}', f'MB to {t}',
             f'GFLOPs to {t}', f"FedAvg's MB / GFLOPs to {t} ÷ this"]
   body = [[r['method'], str(r['runs']), f"{pct(r['accuracy'])} ± {pct(r['accuracy_std'])}",
            pct(r['client_mean']), pct(r['worst10']), paired_cell(r), str(r['rounds']),
@@ -96,9 +97,14 @@ def _fairness_md(groups: Sequence[Group], frows: Sequence[Dict[str, Any]]) -> st
   return '\n'.join(lines)
 
 
-def build_report(roots: Sequence[str], output_dir: str,
-                 target_accuracy: str = '') -> Dict[str, Any]:
+def build_report(roots: Sequence[str], output_dir: str, target_accuracy: str = '',
+                 reference: Optional[str] = None) -> Dict[str, Any]:
   """Reads the run folders under `roots` and writes the report into `output_dir`.
+
+  `reference` is the algorithm the paired column subtracts: None is FedAvg, the
+  paper's baseline, when there is a FedAvg run (else the column stays empty); a
+  named one must have finished runs. The cost ratios always divide FedAvg's
+  cost (Fig. 3).
 
   Returns {'files': [paths written], 'rows': table rows, 'groups': groups,
   'unfinished': folders left out, 'notes': [...], 'markdown': report.md's text}.
@@ -114,7 +120,15 @@ def build_report(roots: Sequence[str], output_dir: str,
   groups, notes = group_runs(runs)
   targets = {s: target_for(s, targets_flag) for s in {g.setting for g in groups}}
   rows = [group_stats(g, targets[g.setting]) for g in groups]
-  add_paired_differences(groups, rows)
+  found = [g.method.partition(' [')[0] for g in groups
+           if g.algorithm == (reference or REFERENCE_ALGORITHM)]
+  if reference is not None and not found:
+    raise RunFolderError(f'--reference={reference}: no finished run of that algorithm under '
+                         f'{", ".join(roots)}; use one of '
+                         f'{", ".join(sorted({g.algorithm for g in groups}))}')
+  reference = reference or REFERENCE_ALGORITHM
+  reference_name = found[0] if found else 'FedAvg'
+  add_paired_differences(groups, rows, reference)
   add_cost_ratios(groups, rows)
   frows = fairness_rows(groups)
   os.makedirs(output_dir, exist_ok=True)
@@ -148,8 +162,9 @@ def build_report(roots: Sequence[str], output_dir: str,
         'The cost columns are cumulative over '
         'rounds up to the first evaluation whose test accuracy reaches the target: MB sent down '
         'and up by all sampled clients, and their GFLOPs (`client_flops` in metrics.csv), '
-        'averaged over the runs that reach it. "vs FedAvg" is the method\'s final accuracy '
-        'minus FedAvg\'s on each test client of the same seed (the same client and query set), '
+        f'averaged over the runs that reach it. "vs {reference_name}" is the method\'s final '
+        f'accuracy minus {reference_name}\'s on each test client of the same seed (the same '
+        'client and query set), '
         'in points, pooled over the seeds both ran: the mean and its 95% CI (Student\'s t). The '
         'last column divides FedAvg\'s MB and GFLOPs to the target by the method\'s (above 1: '
         'the method needs less; FedMeta reports 2.82-4.33 times fewer bytes).', '',
@@ -166,7 +181,8 @@ def build_report(roots: Sequence[str], output_dir: str,
            (f'Target accuracy {100 * t:g}% (from {source}).' if t is not None else
             f'No target accuracy for {setting.dataset}: pass --target_accuracy=0.xx '
             f'(or {setting.dataset}=0.xx) for the cost columns.'), '',
-           _setting_table([r for g, r in zip(groups, rows) if g.setting == setting], t), '']
+           _setting_table([r for g, r in zip(groups, rows) if g.setting == setting], t,
+                          reference_name), '']
   if no_flops:
     md += ['"n/a": metrics.csv of these runs has no `client_flops` column.', '']
   md += ['## Figures', '',
