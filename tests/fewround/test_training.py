@@ -69,6 +69,13 @@ def test_meta_train_logs_every_episode_and_resumes_identically(process, tff_cont
   assert rows(resumed) == logged and history2 == history
 
 
+def test_every_checkpoint_is_kept(process, tff_context, tmp_path):
+  run_dir = str(tmp_path / 'all')
+  training.meta_train(process, sampler(), 5, run_dir=run_dir, checkpoint_every=1)
+  assert sorted(os.listdir(os.path.join(run_dir, 'checkpoints'))) == [
+      f'program_state_{v}' for v in range(1, 6)]
+
+
 def test_pretrain_resumes_identically(process, tff_context, tmp_path):
   model = fixtures.tiny('linear')
   computations = P.build_round(model, P.FewRoundHparams(inner_lr=0.05),

@@ -17,9 +17,10 @@ With a `run_dir`, both run as `programs.train` does (`checkpointed_loop`,
 on the managers of `program.managers`): the metrics go to
 <run_dir>/metrics.csv and <run_dir>/tensorboard through tff.program's release
 managers, and the state (phi and the Adam slots, or the pre-trained weights)
-to <run_dir>/checkpoints through `tff.program.FileProgramStateManager` every `checkpoint_every` steps and at
-the end. A stopped or killed run restarts after its last checkpoint; rows
-released after it are dropped from metrics.csv before new ones are written,
+to <run_dir>/checkpoints through `tff.program.FileProgramStateManager` every
+`checkpoint_every` steps and at the end, all of them kept (`KEEP_ALL`). A
+stopped or killed run restarts after its last checkpoint; rows released
+after it are dropped from metrics.csv before new ones are written,
 and since every episode's data is seeded by its index, the resumed run ends
 in the state an uninterrupted run reaches.
 """
@@ -43,6 +44,10 @@ from tff_meta.program import checkpoints, managers
 from tff_meta.run_folder import METRICS_FILE, TENSORBOARD_DIR
 
 Row = Dict[str, float]
+# Every checkpoint is kept (0 = no limit in tff.program.FileProgramStateManager):
+# a few-round state is small (the Conv4's phi and its Adam slots, about 0.3 MB),
+# and the intermediate models of a finished run stay there to be scored again.
+KEEP_ALL = 0
 
 
 def _ratio(total, key: str, count: str = 'num_examples') -> float:
@@ -62,7 +67,8 @@ async def _loop(name: str, run_dir: str, key: str, initial, step: Callable, tota
                 checkpoint_every: int, progress: bool):
   os.makedirs(run_dir, exist_ok=True)
   checkpoints.check_csv(os.path.join(run_dir, METRICS_FILE), key)   # a damaged file: no write
-  manager, state, start = await managers.restore(run_dir, initial, name, unit=key, keep_total=3)
+  manager, state, start = await managers.restore(run_dir, initial, name, unit=key,
+                                                 keep_total=KEEP_ALL)
   if 0 < start < total:
     print(f'Resuming {name} from {key} {start} ({run_dir}).', file=sys.stderr, flush=True)
   release = managers.metric_releases(run_dir, METRICS_FILE, TENSORBOARD_DIR, key)
