@@ -141,3 +141,39 @@ def test_pre_training_runs_once_per_context(monkeypatch):
   for a, b in zip(first.weights[:body], second.weights[:body]):
     np.testing.assert_array_equal(a, b)
   assert first.episode_fn is None and second.episode_fn.keep == cfg.num_clients
+
+
+def test_select_every_deploys_the_validation_best_checkpoint(tmp_path):
+  common = [f'--config={CONFIG}', '--methods=frl_distance,finetune_fedavg', '--test_episodes=2',
+            '--test_rounds=1', '--examples_per_class=6', '--num_clients=3', '--checkpoint_every=1',
+            f'--data_path={os.path.join(FIXTURES, "tff")}']
+  out = tmp_path / 'selected'
+  proc = _run(*common, '--episodes=4', '--select_every=2', '--select_episodes=2',
+              f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  frl, finetune = json.loads((out / 'results.json').read_text())['results']
+  curve = frl['info']['validation_curve']
+  assert sorted(curve, key=int) == ['2', '4']
+  best = max(curve, key=lambda v: (curve[v], -int(v)))
+  assert frl['info']['selected_episode'] == int(best)
+  assert frl['info']['selection_validation_accuracy'] == curve[best]
+  with open(out / 'frl_distance' / 'selection_2.csv') as f:
+    assert f.read().splitlines()[0] == 'version,validation_accuracy'
+  assert sorted(finetune['info']['validation_curve'], key=int) == ['8', '16']   # (R + 1) * 2
+  # The deployed phi is the chosen checkpoint's: a run that stops there tests the same.
+  plain = tmp_path / 'plain'
+  proc = _run(*common, f'--episodes={best}', f'--output_dir={plain}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  again = json.loads((plain / 'results.json').read_text())['results'][0]
+  assert again['accuracy']['1']['per_episode'] == frl['accuracy']['1']['per_episode']
+  # A rerun reads the scores back and chooses the same.
+  proc = _run(*common, '--episodes=4', '--select_every=2', '--select_episodes=2',
+              f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert json.loads((out / 'results.json').read_text())['results'][0]['info'] == frl['info']
+
+
+def test_select_every_must_be_a_multiple_of_checkpoint_every():
+  with pytest.raises(ConfigError, match='select_every must be 0 or a multiple of '
+                     'checkpoint_every \\(50\\), got 30'):
+    config_lib.load(os.path.join(REPO, CONFIG), {'select_every': 30}).validate()

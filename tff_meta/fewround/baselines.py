@@ -23,9 +23,9 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from tff_meta.fewround import oneshot
+from tff_meta.fewround import deploy, oneshot
 from tff_meta.fewround import process as process_lib
-from tff_meta.fewround import tasks, training
+from tff_meta.fewround import selection, tasks, training
 from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.fewround.model import FewRoundModel, build_few_round_model
 from tff_meta.registry import Registry
@@ -66,6 +66,26 @@ class Context:
   def budget_rounds(self) -> int:
     return self.cfg.episodes * (self.cfg.rounds + 1)
 
+  def validation_accuracy(self, model: FewRoundModel, hparams, weights,
+                          episode_fn=None) -> float:
+    """Mean accuracy at R = rounds over `select_episodes` validation-class episodes."""
+    cfg = self.cfg
+    summaries = deploy.test_episodes(
+        process_lib.build_round(model, hparams, self.spec), weights,
+        lambda i: self.episode('validation', selection.VALIDATION_STREAM, i),
+        cfg.select_episodes, [cfg.rounds], episode_fn=episode_fn)
+    return summaries[cfg.rounds].mean
+
+  def selected(self, stage: str, initial, unit: str, every: int, last: int, score):
+    """(state, info) of the stage's checkpoint chosen on validation classes, or (None, {})
+    when the config keeps the last one (`select_every = 0`)."""
+    if not self.cfg.select_every:
+      return None, {}
+    if self.out is None:
+      raise ValueError('select_every > 0 needs a run folder (the stage\'s checkpoints).')
+    return selection.select(self.run_dir(stage), initial, stage, unit, every, last,
+                            self.cfg.select_episodes, score)
+
 
 @dataclasses.dataclass
 class Prepared:
@@ -89,8 +109,16 @@ def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name)
       ctx.progress, desc=name, run_dir=ctx.run_dir(name),
       checkpoint_every=ctx.cfg.checkpoint_every)
   tail = history[-max(1, len(history) // 10):]
-  return Prepared(model, deploy_hp, phi, {'train_query_accuracy_last10pct': float(np.mean(tail)),
-                                          'communication_rounds': ctx.budget_rounds})
+  info = {'train_query_accuracy_last10pct': float(np.mean(tail)),
+          'communication_rounds': ctx.budget_rounds}
+  as_numpy = lambda state: [np.asarray(w) for w in state['phi']]
+  state, chosen = ctx.selected(
+      name, process.initialize(), 'episode', ctx.cfg.select_every, ctx.cfg.episodes,
+      lambda state: ctx.validation_accuracy(model, deploy_hp, as_numpy(state)))
+  if state is not None:
+    phi = as_numpy(state)
+    info.update(chosen)
+  return Prepared(model, deploy_hp, phi, info)
 
 
 def _frl(name: str, classifier: str, use_gpal: bool):
@@ -127,8 +155,11 @@ def fedavg(ctx: Context) -> Prepared:
 def _pretrained(ctx: Context):
   """FedAvg pre-training of an M-way linear classifier on the meta-train classes.
 
-  Run once per `Context` and shared by the fine-tuning baselines.
-  Returns (the M-way model, its trained weights).
+  Run once per `Context` and shared by the fine-tuning baselines. With
+  `select_every` the kept round is chosen on validation classes by the
+  fine-tuning via FedAvg it leads to (`selection.py`), every select_every
+  episodes' worth of rounds, select_every * (R + 1).
+  Returns (the M-way model, its trained weights, selection info).
   """
   if 'pretrained' not in ctx.cache:
     cfg = ctx.cfg
@@ -140,18 +171,34 @@ def _pretrained(ctx: Context):
         process_lib.build_round(pre_model, cfg.hparams(gamma=0.0, zero_head=False), ctx.spec),
         pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress,
         run_dir=ctx.run_dir('pretrain'), checkpoint_every=cfg.checkpoint_every)
-    ctx.cache['pretrained'] = (pre_model, weights)
+
+    def score(theta):
+      model, hp = _head_replaced(ctx, pre_model, [np.asarray(w) for w in theta])
+      return ctx.validation_accuracy(model, hp, list(model.initial_weights))
+
+    chosen, info = ctx.selected('pretrain', [np.asarray(w) for w in pre_model.initial_weights],
+                                'round', cfg.select_every * (cfg.rounds + 1),
+                                ctx.budget_rounds, score)
+    if chosen is not None:
+      weights = [np.asarray(w) for w in chosen]
+    ctx.cache['pretrained'] = (pre_model, weights, info)
   return ctx.cache['pretrained']
+
+
+def _head_replaced(ctx: Context, pre_model: FewRoundModel, weights):
+  """(the pre-trained backbone with a fresh N-way linear head, the deployment hparams)."""
+  model = pre_model.with_classifier('linear', ctx.cfg.ways, weights[:pre_model.num_backbone],
+                                    seed=ctx.cfg.seed + 1)
+  return model, ctx.cfg.hparams(gamma=0.0)
 
 
 def _finetuned(ctx: Context, episode_fn=None) -> Prepared:
   """The pre-trained backbone with its M-way layer replaced by a fresh N-way one."""
-  pre_model, weights = _pretrained(ctx)
-  model = pre_model.with_classifier('linear', ctx.cfg.ways, weights[:pre_model.num_backbone],
-                                    seed=ctx.cfg.seed + 1)
-  hp = ctx.cfg.hparams(gamma=0.0)
+  pre_model, weights, chosen = _pretrained(ctx)
+  model, hp = _head_replaced(ctx, pre_model, weights)
   return Prepared(model, hp, list(model.initial_weights),
-                  {'communication_rounds': ctx.budget_rounds, 'pretrain_classes': pre_model.ways},
+                  {'communication_rounds': ctx.budget_rounds, 'pretrain_classes': pre_model.ways,
+                   **chosen},
                   episode_fn(model, hp) if episode_fn else None)
 
 

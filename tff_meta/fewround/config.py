@@ -73,6 +73,12 @@ class FewRoundConfig:
   checkpoint_every: int = option(
       50, 'Checkpoint meta-training / pre-training every this many episodes / rounds (a '
       'stopped run resumes from the last one).')
+  select_every: int = option(
+      0, 'Deploy the preparing stage\'s checkpoint that scores best on validation classes, '
+      'among every select_every episodes (pre-training: select_every * (R + 1) rounds) and the '
+      'last (fewround/selection.py); a multiple of checkpoint_every. 0: the last (the paper).')
+  select_episodes: int = option(50, 'Validation-class episodes each candidate is scored on '
+                                '(select_every > 0).')
   methods: Tuple[str, ...] = option(
       ('frl_distance_gpal', 'frl_distance', 'frl_linear', 'fedavg', 'finetune_fedavg',
        'finetune_oneshot'), 'Methods to train and test (see fewround.baselines.METHODS).',
@@ -132,6 +138,11 @@ class FewRoundConfig:
                         f'got {self.test_prototypes!r}.')
     if self.gamma < 0:
       raise ConfigError(f'gamma must be >= 0, got {self.gamma}.')
+    if self.select_every < 0 or self.select_every % self.checkpoint_every:
+      raise ConfigError(f'select_every must be 0 or a multiple of checkpoint_every '
+                        f'({self.checkpoint_every}), got {self.select_every}.')
+    if self.select_episodes < 1:
+      raise ConfigError(f'select_episodes must be >= 1, got {self.select_episodes}.')
     return self
 
 

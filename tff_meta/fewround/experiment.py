@@ -34,7 +34,8 @@ def table(cfg, rows) -> str:
 # (meta-training and pre-training sample episode i from (seed, stream, i)).
 # More `episodes` extends a run; [data] may name another copy of the same data.
 RESUMABLE_CHANGES = ('name', 'episodes', 'test_rounds', 'test_episodes', 'eval_part', 'methods',
-                     'output_dir', 'checkpoint_every', 'test_prototypes')
+                     'output_dir', 'checkpoint_every', 'test_prototypes', 'select_every',
+                     'select_episodes')
 
 
 def prepare_output(cfg, out: str) -> None:
