@@ -11,8 +11,10 @@ support fractions. Other settings are left to the report's own tables.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Sequence
 
+from tff_meta import config_file
 from tff_meta.analysis.tables import markdown_table, mean_pm_std, pct
 
 # Our dataset names -> the paper's, and the paper's model for each.
@@ -21,23 +23,14 @@ DATASETS = {'emnist': 'FEMNIST', 'leaf_femnist': 'FEMNIST', 'shakespeare': 'Shak
 PAPER_MODELS = {'FEMNIST': 'femnist_cnn', 'Shakespeare': 'shakespeare_lstm',
                 'Sent140': 'sent140_lstm'}
 SUPPORTS = (0.2, 0.5, 0.9)
-METHODS = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_metasgd')
-
-# Table 2, (mean, std) per support fraction 20% / 50% / 90%.
-TABLE2 = {
-    ('FEMNIST', 'fedavg'): ((76.79, 0.45), (75.44, 0.73), (77.05, 1.43)),
-    ('FEMNIST', 'fedavg_meta'): ((83.58, 0.13), (87.84, 0.11), (88.76, 0.78)),
-    ('FEMNIST', 'fedmeta_maml'): ((88.46, 0.25), (89.77, 0.08), (89.31, 0.15)),
-    ('FEMNIST', 'fedmeta_metasgd'): ((89.26, 0.12), (90.28, 0.02), (89.31, 0.09)),
-    ('Shakespeare', 'fedavg'): ((40.76, 0.62), (42.01, 0.43), (40.58, 0.55)),
-    ('Shakespeare', 'fedavg_meta'): ((38.71, 0.51), (42.97, 0.97), (43.48, 0.64)),
-    ('Shakespeare', 'fedmeta_maml'): ((46.06, 0.85), (46.29, 0.84), (46.49, 0.77)),
-    ('Shakespeare', 'fedmeta_metasgd'): ((44.72, 0.72), (45.24, 0.53), (46.25, 0.63)),
-    ('Sent140', 'fedavg'): ((71.53, 0.18), (72.29, 0.49), (73.38, 0.38)),
-    ('Sent140', 'fedavg_meta'): ((70.10, 0.66), (73.88, 0.06), (75.86, 0.46)),
-    ('Sent140', 'fedmeta_maml'): ((76.37, 0.06), (78.63, 0.19), (79.53, 0.25)),
-    ('Sent140', 'fedmeta_metasgd'): ((77.24, 0.32), (79.38, 0.09), (80.94, 0.29)),
-}
+# The paper's Table 2 as printed, the file `programs.reproduce` reads too:
+# [dataset] method = { p20 = [mean, std], p50 = ..., p90 = ... }.
+PAPER_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'configs', 'fedmeta', 'paper_table2.toml')
+# Our algorithm -> its key in PAPER_FILE.
+PAPER_KEYS = {'fedavg': 'fedavg', 'fedavg_meta': 'fedavg_meta', 'fedmeta_maml': 'maml',
+              'fedmeta_metasgd': 'metasgd'}
+METHODS = tuple(PAPER_KEYS)   # Table 2's rows, in its order
 DISPLAY = {'fedavg': 'FedAvg', 'fedavg_meta': 'FedAvg(Meta)', 'fedmeta_maml': 'FedMeta(MAML)',
            'fedmeta_metasgd': 'FedMeta(Meta-SGD)'}
 EXPLANATION = (
@@ -72,6 +65,8 @@ def table(groups: Sequence[Any], rows: Sequence[Dict[str, Any]]) -> Optional[str
       chosen[cell] = (group, row)
   if not chosen:
     return None
+  paper = config_file.load_toml(PAPER_FILE, see='configs/fedmeta/paper_table2.toml in the '
+                                'repository')
 
   def ours(dataset, k, algorithm):
     if (dataset, k, algorithm) not in chosen:
@@ -91,7 +86,7 @@ def table(groups: Sequence[Any], rows: Sequence[Dict[str, Any]]) -> Optional[str
     for algorithm in METHODS:
       line = [dataset, DISPLAY[algorithm]]
       for k in range(len(SUPPORTS)):
-        mean, std = TABLE2[(dataset, algorithm)][k]
+        mean, std = paper[dataset.lower()][PAPER_KEYS[algorithm]][f'p{round(100 * SUPPORTS[k])}']
         line += [ours(dataset, k, algorithm), f'{mean:.2f} ± {std:.2f}']
       body.append(line)
   return markdown_table(header, body)
