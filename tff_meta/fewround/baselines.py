@@ -66,24 +66,26 @@ class Context:
   def budget_rounds(self) -> int:
     return self.cfg.episodes * (self.cfg.rounds + 1)
 
-  def validation_accuracy(self, model: FewRoundModel, hparams, weights,
-                          episode_fn=None) -> float:
-    """Mean accuracy at R = rounds over `select_episodes` validation-class episodes."""
+  def validation_accuracy(self, computations, weights) -> float:
+    """Mean accuracy at R = rounds over `select_episodes` validation-class episodes, with the
+    round computations of `process.build_round` (built once per stage by the caller)."""
     cfg = self.cfg
     summaries = deploy.test_episodes(
-        process_lib.build_round(model, hparams, self.spec), weights,
+        computations, weights,
         lambda i: self.episode('validation', selection.VALIDATION_STREAM, i),
-        cfg.select_episodes, [cfg.rounds], episode_fn=episode_fn)
+        cfg.select_episodes, [cfg.rounds])
     return summaries[cfg.rounds].mean
 
-  def selected(self, stage: str, initial, unit: str, every: int, last: int, score):
+  def selected(self, stage: str, initial: Callable[[], Any], unit: str, every: int, last: int,
+               score):
     """(state, info) of the stage's checkpoint chosen on validation classes, or (None, {})
-    when the config keeps the last one (`select_every = 0`)."""
+    when the config keeps the last one (`select_every = 0`). `initial()` gives the
+    checkpoints' structure; it is called only when there is a selection to make."""
     if not self.cfg.select_every:
       return None, {}
     if self.out is None:
       raise ValueError('select_every > 0 needs a run folder (the stage\'s checkpoints).')
-    return selection.select(self.run_dir(stage), initial, stage, unit, every, last,
+    return selection.select(self.run_dir(stage), initial(), stage, unit, every, last,
                             self.cfg.select_episodes, score)
 
 
@@ -112,9 +114,15 @@ def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name)
   info = {'train_query_accuracy_last10pct': float(np.mean(tail)),
           'communication_rounds': ctx.budget_rounds}
   as_numpy = lambda state: [np.asarray(w) for w in state['phi']]
-  state, chosen = ctx.selected(
-      name, process.initialize(), 'episode', ctx.cfg.select_every, ctx.cfg.episodes,
-      lambda state: ctx.validation_accuracy(model, deploy_hp, as_numpy(state)))
+  computations = []   # the deployment's round, built for the first candidate only
+
+  def score(state):
+    if not computations:
+      computations.append(process_lib.build_round(model, deploy_hp, ctx.spec))
+    return ctx.validation_accuracy(computations[0], as_numpy(state))
+
+  state, chosen = ctx.selected(name, process.initialize, 'episode', ctx.cfg.select_every,
+                               ctx.cfg.episodes, score)
   if state is not None:
     phi = as_numpy(state)
     info.update(chosen)
@@ -172,13 +180,16 @@ def _pretrained(ctx: Context):
         pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress,
         run_dir=ctx.run_dir('pretrain'), checkpoint_every=cfg.checkpoint_every)
 
+    computations = []   # fine-tuning's round: one model structure for every candidate
+
     def score(theta):
       model, hp = _head_replaced(ctx, pre_model, [np.asarray(w) for w in theta])
-      return ctx.validation_accuracy(model, hp, list(model.initial_weights))
+      if not computations:
+        computations.append(process_lib.build_round(model, hp, ctx.spec))
+      return ctx.validation_accuracy(computations[0], list(model.initial_weights))
 
-    chosen, info = ctx.selected('pretrain', [np.asarray(w) for w in pre_model.initial_weights],
-                                'round', cfg.select_every * (cfg.rounds + 1),
-                                ctx.budget_rounds, score)
+    chosen, info = ctx.selected('pretrain', lambda: list(pre_model.initial_weights), 'round',
+                                cfg.select_every * (cfg.rounds + 1), ctx.budget_rounds, score)
     if chosen is not None:
       weights = [np.asarray(w) for w in chosen]
     ctx.cache['pretrained'] = (pre_model, weights, info)

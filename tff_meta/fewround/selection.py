@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, Tuple
 import tensorflow_federated as tff
 
 from tff_meta.config_file import ConfigError
+from tff_meta.fewround import training
 from tff_meta.program import checkpoints, files
 from tff_meta.run_folder import CHECKPOINTS_DIR
 
@@ -54,7 +55,7 @@ def select(run_dir: str, initial: Any, what: str, unit: str, every: int, last: i
   validation accuracy, `last` the stage's final version (always a candidate).
   """
   root = os.path.join(run_dir, CHECKPOINTS_DIR)
-  manager = tff.program.FileProgramStateManager(root, keep_total=0)
+  manager = tff.program.FileProgramStateManager(root, keep_total=training.KEEP_ALL)
   versions = set(asyncio.run(manager.get_versions()) or [])
   candidates = sorted(v for v in versions if v % every == 0 or v == last)
   if last not in versions:
