@@ -90,13 +90,16 @@ def test_a_bad_max_concurrent_calls_starts_no_worker(value):
 
 
 def test_status_kib_reads_proc_and_is_nan_when_it_cannot():
-  with open(f'/proc/{os.getpid()}/status') as f:
-    line = next(l for l in f if l.startswith('VmHWM:'))
-  peak = workers.status_kib(os.getpid(), 'VmHWM')
-  assert peak >= float(line.split()[1]) > 0   # the peak only grows between the two reads
-  assert workers.resident_mb(os.getpid()) == pytest.approx(
-      workers.status_kib(os.getpid(), 'VmRSS') * 1.024e-3, rel=0.2)
-  assert math.isnan(workers.status_kib(os.getpid(), 'NoSuchField'))
-  dead = subprocess.Popen(['true'])
-  dead.wait()
-  assert math.isnan(workers.status_kib(dead.pid, 'VmRSS'))   # reaped: no /proc entry
+  idle = subprocess.Popen(['sleep', '30'])   # its memory does not change while it sleeps
+  try:
+    time.sleep(0.2)
+    with open(f'/proc/{idle.pid}/status') as f:
+      fields = {l.split(':')[0]: l.split()[1] for l in f if l.startswith(('VmRSS:', 'VmHWM:'))}
+    assert workers.status_kib(idle.pid, 'VmRSS') == float(fields['VmRSS']) > 0
+    assert workers.status_kib(idle.pid, 'VmHWM') == float(fields['VmHWM'])
+    assert workers.resident_mb(idle.pid) == float(fields['VmRSS']) * 1024 / 1e6   # KiB -> MB
+    assert math.isnan(workers.status_kib(idle.pid, 'NoSuchField'))
+  finally:
+    idle.kill()
+    idle.wait()
+  assert math.isnan(workers.status_kib(idle.pid, 'VmRSS'))   # reaped: no /proc entry

@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from tff_meta.program.files import atomic_open
 
+
 def paired_cell(row: Dict[str, Any]) -> str:
   """'+d ± ci (n clients, k seed(s))' of `groups.paired_difference`'s keys in `row`; '—' without."""
   if 'vs_reference' not in row:
