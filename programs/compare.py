@@ -64,13 +64,11 @@ def _add_paired(per_method, rows) -> None:
   reference = groups.REFERENCE_ALGORITHM
   if reference not in per_method:
     return
-  as_group = lambda method, results: groups.Group(
-      setting=None, algorithm=method, method=method,
-      runs=[load_run(r.output_dir) for r in results])
-  ref = as_group(reference, per_method[reference])
+  runs = lambda results: [load_run(r.output_dir) for r in results]
+  ref = runs(per_method[reference])
   for (method, results), row in zip(per_method.items(), rows):
     if method != reference:
-      row.update(groups.paired_difference(as_group(method, results), ref) or {})
+      row.update(groups.paired_difference(runs(results), ref) or {})
 
 
 def _reading(rows, seeds) -> str:

@@ -23,13 +23,15 @@ import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
 from tff_meta import run_folder  # noqa: E402
+from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import experiment  # noqa: E402
 from tff_meta.program import errors  # noqa: E402
 
-METHODS = (('fedavg', 'FedAvg'), ('fedavg_meta', 'FedAvg(Meta)'), ('maml', 'FedMeta(MAML)'),
-           ('metasgd', 'FedMeta(Meta-SGD)'), ('fomaml', 'FedMeta(FOMAML)'))
+# --methods' names (the cell configs' suffixes) -> the algorithm each cell runs.
+METHODS = {'fedavg': 'fedavg', 'fedavg_meta': 'fedavg_meta', 'maml': 'fedmeta_maml',
+           'metasgd': 'fedmeta_metasgd', 'fomaml': 'fedmeta_fomaml'}
 DEFAULT_METHODS = ('fedavg', 'fedavg_meta', 'maml', 'metasgd')
 flags.DEFINE_string('config_dir', 'configs/fedmeta', 'Folder of table2_*.toml cell configs.')
 flags.DEFINE_list('datasets', ['femnist', 'shakespeare', 'sent140'], 'Rows of the table to run.')
@@ -59,7 +61,7 @@ def main(argv):
   del argv
   paper = _paper(FLAGS.config_dir)
   overrides = {'rounds': FLAGS.rounds, 'eval_every': FLAGS.eval_every, 'cache_dir': FLAGS.cache_dir}
-  names = dict(METHODS)
+  names = {m: ALGORITHMS.get(a).display_name for m, a in METHODS.items()}
   for method in FLAGS.methods:
     if method not in names:
       errors.fail(config_lib.ConfigError(

@@ -166,11 +166,34 @@ def test_select_every_deploys_the_validation_best_checkpoint(tmp_path):
   assert proc.returncode == 0, proc.stderr[-2000:]
   again = json.loads((plain / 'results.json').read_text())['results'][0]
   assert again['accuracy']['1']['per_episode'] == frl['accuracy']['1']['per_episode']
-  # A rerun reads the scores back and chooses the same.
-  proc = _run(*common, '--episodes=4', '--select_every=2', '--select_episodes=2',
-              f'--output_dir={out}')
+  # A rerun reads the scores back and chooses the same (another test length, so the
+  # method is prepared and tested again rather than read from results.json).
+  proc = _run(*common[:2], '--test_episodes=3', *common[3:], '--episodes=4', '--select_every=2',
+              '--select_episodes=2', f'--output_dir={out}')
   assert proc.returncode == 0, proc.stderr[-2000:]
+  assert 'tested already' not in proc.stdout
   assert json.loads((out / 'results.json').read_text())['results'][0]['info'] == frl['info']
+
+
+def test_a_rerun_reads_finished_methods_back_and_tests_only_the_rest(tmp_path):
+  common = [f'--config={CONFIG}', '--test_episodes=2', '--test_rounds=1', '--examples_per_class=6',
+            '--num_clients=3', '--episodes=2', f'--data_path={os.path.join(FIXTURES, "tff")}',
+            f'--output_dir={tmp_path / "run"}']
+  proc = _run(*common, '--methods=fedavg')   # as if stopped after its first method
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  first = json.loads((tmp_path / 'run' / 'results.json').read_text())['results']
+  proc = _run(*common, '--methods=fedavg,finetune_fedavg')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert 'fedavg: tested already' in proc.stdout and 'finetune_fedavg: tested already' not in proc.stdout
+  rows = json.loads((tmp_path / 'run' / 'results.json').read_text())['results']
+  assert [r['method'] for r in rows] == ['fedavg', 'finetune_fedavg'] and rows[0] == first[0]
+  # Another configuration tests again (here: more test episodes).
+  proc = _run(*common[:1], '--test_episodes=3', *common[2:], '--methods=fedavg')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert 'tested already' not in proc.stdout
+  again = json.loads((tmp_path / 'run' / 'results.json').read_text())['results'][0]
+  assert again['accuracy']['1']['episodes'] == 3
+  assert again['accuracy']['1']['per_episode'][:2] == first[0]['accuracy']['1']['per_episode']
 
 
 def test_select_every_must_be_a_multiple_of_checkpoint_every():

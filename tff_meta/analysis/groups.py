@@ -173,8 +173,8 @@ def group_stats(group: Group, target: Optional[float]) -> Dict[str, Any]:
   return row
 
 
-def paired_difference(group: Group, reference: Group) -> Optional[Dict[str, Any]]:
-  """`group` minus `reference` per test client, in points, pooled over the seeds both ran.
+def paired_difference(runs: Sequence[Run], reference: Sequence[Run]) -> Optional[Dict[str, Any]]:
+  """`runs` minus `reference` runs per test client, in points, pooled over the seeds both ran.
 
   A seed draws the client split and the support/query division the same way
   for every method (FedMeta Sec. 4.2 keeps the division fixed across
@@ -184,9 +184,9 @@ def paired_difference(group: Group, reference: Group) -> Optional[Dict[str, Any]
   Student's t over the pooled client differences (clients of different
   seeds counted as independent). None when no seed pairs.
   """
-  refs = {r.seed: r for r in reference.runs}
+  refs = {r.seed: r for r in reference}
   diffs, seeds = [], []
-  for run in group.runs:
+  for run in runs:
     ref = refs.get(run.seed)
     if (ref is None or ref is run or len(ref.client_accuracies) != len(run.client_accuracies)
         or ref.summary.get('query_examples') != run.summary.get('query_examples')):
@@ -222,7 +222,7 @@ def add_paired_differences(groups: Sequence[Group], rows: Sequence[Dict[str, Any
   for setting, (ref, _) in _references(groups, rows, reference_algorithm).items():
     for g, row in zip(groups, rows):
       if g.setting == setting and g is not ref:
-        row.update(paired_difference(g, ref) or {})
+        row.update(paired_difference(g.runs, ref.runs) or {})
 
 
 def add_cost_ratios(groups: Sequence[Group], rows: Sequence[Dict[str, Any]],

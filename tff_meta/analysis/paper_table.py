@@ -31,6 +31,7 @@ PAPER_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 PAPER_KEYS = {'fedavg': 'fedavg', 'fedavg_meta': 'fedavg_meta', 'fedmeta_maml': 'maml',
               'fedmeta_metasgd': 'metasgd'}
 METHODS = tuple(PAPER_KEYS)   # Table 2's rows, in its order
+# Table 2's row labels as the paper prints them.
 DISPLAY = {'fedavg': 'FedAvg', 'fedavg_meta': 'FedAvg(Meta)', 'fedmeta_maml': 'FedMeta(MAML)',
            'fedmeta_metasgd': 'FedMeta(Meta-SGD)'}
 EXPLANATION = (

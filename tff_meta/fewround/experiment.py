@@ -5,9 +5,12 @@ Used by `programs/few_round.py` (one config) and `programs/few_round_sweep.py`
 TOML and one row per method, with every test episode's accuracy per R, so
 two runs on the same seeded episodes can be compared episode by episode),
 results.md (the table), written after every method so a stopped run keeps
-what it finished.
+what it finished. A rerun of the same configuration into the same folder
+takes a method's row from results.json instead of testing it again
+(`finished_rows`).
 """
 
+import json
 import os
 import time
 import tomllib
@@ -73,12 +76,48 @@ def write(cfg, out, rows) -> str:
   return text
 
 
+# Keys that may differ between the run that tested a method and a rerun that reuses its
+# row: they change neither the prepared model nor its test episodes.
+_ROW_KEEPING_CHANGES = ('name', 'methods', 'output_dir', 'checkpoint_every')
+
+
+def finished_rows(cfg, out: str) -> dict:
+  """Method -> its row in <out>/results.json, when that file was written by this very
+  configuration (every key but `_ROW_KEEPING_CHANGES` equal); {} otherwise.
+
+  A stopped run's finished methods are not tested again on resume (300 test
+  episodes take minutes); their rows are the same numbers a new test would give,
+  since test episode i is drawn from (seed, TEST_STREAM, i).
+  """
+  path = os.path.join(out, RESULTS_FILE)
+  if not os.path.exists(path):
+    return {}
+  try:
+    with open(path, encoding='utf-8') as f:
+      saved = json.load(f)
+    before = tomllib.loads(saved['config'])
+    rows = {row['method']: row for row in saved['results']}
+  except (OSError, ValueError, KeyError, TypeError):
+    return {}   # unreadable: test again (the file is rewritten atomically after each method)
+  now = tomllib.loads(config_file.to_toml(cfg))
+  same = lambda d: {k: v for k, v in d.items() if k not in _ROW_KEEPING_CHANGES}
+  return rows if same(before) == same(now) else {}
+
+
 def run(cfg, data, pool, progress: bool, out: str):
   """Prepares and tests every method (results written after each); returns the rows."""
   ctx = baselines.Context(cfg, data, progress, out=out)
+  done = finished_rows(cfg, out)
   rows = []
   with tff.framework.get_context_stack().install(pool.context):
     for name in cfg.methods:
+      if name in done:
+        row = done[name]
+        print(f"{name}: tested already ({os.path.join(out, RESULTS_FILE)}): "
+              + ', '.join(f"R={r} {a['text']}" for r, a in row['accuracy'].items()), flush=True)
+        rows.append(row)
+        write(cfg, out, rows)
+        continue
       start = time.time()
       with pool.watch(f'method {name}'):
         prepared = baselines.METHODS.get(name)(ctx)

@@ -43,6 +43,8 @@ class FusedAdam(tff.learning.optimizers.Optimizer):
   def __init__(self, learning_rate: float, beta_1: float = 0.9, beta_2: float = 0.999,
                epsilon: float = 1e-7):
     self._adam = tff.learning.optimizers.build_adam(learning_rate, beta_1, beta_2, epsilon)
+    self.constants = dict(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2,
+                          epsilon=epsilon)   # what the in-place step reads (`InPlaceAdam`)
 
   def initialize(self, specs):
     return self._adam.initialize(specs)
@@ -72,8 +74,7 @@ class InPlaceAdam:
   """
 
   def __init__(self, optimizer: FusedAdam, weights: Sequence[tf.Tensor]):
-    specs = [tf.TensorSpec(w.shape, w.dtype) for w in weights]
-    hparams = optimizer.get_hparams(optimizer.initialize(specs))   # TFF's own values
+    hparams = optimizer.constants
     self._lr, self._beta_1, self._beta_2, self._epsilon = (
         tf.cast(hparams[k], tf.float32) for k in ('learning_rate', 'beta_1', 'beta_2', 'epsilon'))
     new = lambda w: tf.Variable(tf.zeros(w.shape, w.dtype), trainable=False)
