@@ -96,6 +96,41 @@ def test_other_configs_are_variants_and_non_iid_another_setting(runs):
   assert [(m, k) for s, m, k in names if 'non-IID' in s] == [('frl_distance_gpal', 1)]
 
 
+def test_a_key_missing_from_an_older_config_counts_as_its_default(runs):
+  # seed 1's FRL written before `select_every` and `select_episodes` existed: the same method,
+  # not a variant
+  path = runs / 'frl' / 'seed1' / run_folder.RESULTS_FILE
+  saved = json.loads(path.read_text())
+  saved['config'] = '\n'.join(line for line in saved['config'].splitlines()
+                              if not line.startswith(('select_every', 'select_episodes')))
+  path.write_text(json.dumps(saved))
+  rows, _ = _rows(runs)
+  assert rows[('frl_distance_gpal', 3)]['seeds'] == 2
+  # a key set away from its default is still a variant
+  _write(runs / 'selected' / 'seed0', ('frl_distance_gpal',), 0, select_every=50)
+  entries, _ = fewround_report.group(fewround_report.find_runs([str(runs)]))
+  assert sorted(e.method for e in entries) == [
+      'finetune_fedavg', 'frl_distance_gpal [select_every=0]', 'frl_distance_gpal [select_every=50]']
+
+
+def test_meta_training_table_gives_window_means_of_metrics_csv(runs):
+  # seed 0's FRL logged 10 episodes (R = 3 rounds: support losses of rounds 0, 1, 2)
+  folder = runs / 'frl' / 'seed0' / 'frl_distance_gpal'
+  folder.mkdir()
+  lines = ['episode,query_accuracy,support_loss_round0,support_loss_round1,support_loss_round2']
+  lines += [f'{i},{i / 10},{1 + i / 100},{0.5},{i}' for i in range(1, 11)]
+  (folder / run_folder.METRICS_FILE).write_text('\n'.join(lines) + '\n')
+  entries, _ = fewround_report.group(fewround_report.find_runs([str(runs)]))
+  md = fewround_report.meta_training_markdown(entries, windows=5)
+  table = md.split('### frl_distance_gpal, seed 0')[1]
+  assert 'seed 1' not in md   # seed 1 logged nothing
+  # window k holds episodes 2k-1 and 2k: means (2k - 0.5) / 10, 1 + (2k - 0.5) / 100, 0.5, 2k - 0.5
+  for k in range(1, 6):
+    m = 2 * k - 0.5
+    assert f'| {2 * k - 1}-{2 * k} | {m / 10:.3f} | {1 + m / 100:.3f} | 0.500 | {m:.3f} |' in table
+  assert fewround_report.window_means(np.arange(7.0), 3) == [(1, 2, 0.5), (3, 5, 3.0), (6, 7, 5.5)]
+
+
 def test_duplicate_seed_is_noted(runs):
   _write(runs / 'again' / 'seed0', ('frl_distance_gpal',), 0)
   _, notes = _rows(runs)

@@ -47,6 +47,7 @@ from tff_meta.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError
 REFERENCE = 'finetune_fedavg'   # Park et al. Table 1's main baseline
 Z95 = 1.959963984540054
 SMOOTH_EPISODES = 50            # rolling window of the meta-training curves
+META_WINDOWS = 5                # parts of a run in the meta-training table
 # Config keys that name the setting (the task every method is scored on).
 SETTING_KEYS = ('dataset', 'n_way', 'num_clients', 'iid', 'examples_per_class', 'rounds',
                 'eval_part', 'class_split')
@@ -157,6 +158,16 @@ def setting_of(config: Dict[str, Any]) -> Setting:
   return Setting(key=key, label=label)
 
 
+def _key_defaults() -> Dict[str, Any]:
+  """Top-level config key -> its default as TOML reads it back (tuples as lists): a
+  config.toml written before a key existed had the field's default."""
+  from tff_meta import config_file  # pylint: disable=g-import-not-at-top
+  from tff_meta.fewround.config import FewRoundConfig  # pylint: disable=g-import-not-at-top
+  toml_value = lambda v: list(v) if isinstance(v, tuple) else v
+  return {f.name: toml_value(config_file.default_of(f))
+          for f in config_file.scalar_fields(FewRoundConfig)}
+
+
 def _variant_config(config: Dict[str, Any]) -> Dict[str, str]:
   return {k: repr(v) for k, v in config.items() if k not in _NOT_VARIANT_KEYS}
 
@@ -164,12 +175,14 @@ def _variant_config(config: Dict[str, Any]) -> Dict[str, str]:
 def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
   """Entries by setting and method, variants split; returns (entries, notes)."""
   by_key: Dict[Tuple[Setting, str], List[Tuple[FewRoundRun, Dict[str, Any]]]] = {}
+  defaults = _key_defaults()
+  full = lambda run: {**defaults, **run.config}   # keys an older config.toml lacks: defaults
   for run in runs:
     for row in run.rows:
-      by_key.setdefault((setting_of(run.config), row['method']), []).append((run, row))
+      by_key.setdefault((setting_of(full(run)), row['method']), []).append((run, row))
   entries, notes = [], []
   for (setting, method), members in by_key.items():
-    flats = [_variant_config(run.config) for run, _ in members]
+    flats = [_variant_config(full(run)) for run, _ in members]
     keys = sorted(set().union(*flats))
     varying = [k for k in keys if len({f.get(k) for f in flats}) > 1]
     variants: Dict[str, list] = {}
@@ -275,20 +288,62 @@ def markdown(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], reference
   return '\n'.join(lines)
 
 
-def read_meta_curve(run: FewRoundRun, method: str) -> Optional[np.ndarray]:
-  """Per-episode meta-train query accuracy of `method` in `run` (the last row of an episode wins)."""
+def read_meta_curve(run: FewRoundRun, method: str, column: str = 'query_accuracy'
+                    ) -> Optional[np.ndarray]:
+  """Per-episode `column` of `method`'s meta-training in `run` (metrics.csv; the last row of
+  an episode wins), or None when it has none."""
   path = os.path.join(run.path, method, METRICS_FILE)
   if not os.path.exists(path):
     return None
   by_episode: Dict[int, float] = {}
   with open(path, newline='') as f:
     for row in csv.DictReader(f):
-      if row.get('episode') not in (None, '') and row.get('query_accuracy') not in (None, ''):
-        by_episode[int(float(row['episode']))] = float(row['query_accuracy'])
+      if row.get('episode') not in (None, '') and row.get(column) not in (None, ''):
+        by_episode[int(float(row['episode']))] = float(row[column])
   if not by_episode:
     return None
   n = max(by_episode)
   return np.array([by_episode.get(i, np.nan) for i in range(1, n + 1)])
+
+
+def window_means(curve: np.ndarray, windows: int) -> List[Tuple[int, int, float]]:
+  """(first, last episode, mean) of `curve` (episode 1 first) in `windows` equal parts."""
+  edges = np.linspace(0, len(curve), windows + 1).round().astype(int)
+  return [(int(a) + 1, int(b), float(np.nanmean(curve[a:b])))
+          for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def meta_training_markdown(entries: Sequence[Entry], windows: int = META_WINDOWS) -> Optional[str]:
+  """Per seed of each meta-trained method: its meta-train query accuracy and Eq. 4's support
+  loss at the start of each round (round 0: at phi itself) in `windows` equal parts of the run.
+
+  A support loss near ln(n_way) at phi (1.61 for 5 ways) is a near-uniform prediction: the
+  embedding's distances have shrunk, and the local steps start from there (RESULTS §9a).
+  """
+  lines = []
+  for e in entries:
+    for run, row in e.members:
+      query = read_meta_curve(run, row['method'])
+      if query is None:
+        continue
+      rounds = int(run.config.get('rounds', 0))
+      columns = [('meta-train query accuracy', query)] + [
+          (f'support loss at round {r}' + (' (at φ)' if r == 0 else ''),
+           read_meta_curve(run, row['method'], f'support_loss_round{r}')) for r in range(rounds)]
+      columns = [(name, c) for name, c in columns if c is not None]
+      parts = window_means(query, windows)
+      header = ['episodes', *[name for name, _ in columns]]
+      body = [[f'{a}-{b}', *[f'{window_means(c, windows)[i][2]:.3f}' for _, c in columns]]
+              for i, (a, b, _) in enumerate(parts)]
+      lines += [f'### {e.method}, seed {run.seed} ({e.setting.label})', '',
+                markdown_table(header, body), '']
+  if not lines:
+    return None
+  return '\n'.join(['## Meta-training, per seed', '',
+                    f'Means over {windows} equal parts of each run\'s episodes (metrics.csv): '
+                    'the meta-train query accuracy before the meta-step, and Eq. 4\'s support '
+                    'loss at the start of each round (round 0 is φ itself; ln 5 = 1.61 is a '
+                    'uniform 5-way prediction).', '', *lines])
 
 
 def _rolling(x: np.ndarray, window: int) -> np.ndarray:
@@ -360,6 +415,9 @@ def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE) -> 
   entries, notes = group(runs)
   rows = entry_rows(entries, reference)
   md = markdown(entries, rows, reference)
+  meta = meta_training_markdown(entries)
+  if meta is not None:
+    md += '\n' + meta
   os.makedirs(output_dir, exist_ok=True)
   write_text(os.path.join(output_dir, 'report.md'), md + '\n')
   write_csv(rows, os.path.join(output_dir, 'report.csv'))

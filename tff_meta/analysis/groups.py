@@ -173,6 +173,37 @@ def group_stats(group: Group, target: Optional[float]) -> Dict[str, Any]:
   return row
 
 
+def late_gain(run: Run, column: str = 'validation_accuracy') -> Optional[Tuple[float, float]]:
+  """(mean of `column` over the evaluations in the last quarter of the run's rounds,
+  that mean minus the mean over the quarter before), in points.
+
+  About 0 for a run that has converged; clearly above 0 for one still rising at
+  its last round, whose final accuracy a longer run would raise. None without
+  an evaluation in both quarters.
+  """
+  points = [(float(h['round']), float(h[column])) for h in run.history
+            if np.isfinite(float(h.get(column, float('nan'))))]
+  if not points:
+    return None
+  last = max(r for r, _ in points)
+  q4 = [a for r, a in points if r > 0.75 * last]
+  q3 = [a for r, a in points if 0.5 * last < r <= 0.75 * last]
+  if not q3 or not q4:
+    return None
+  return 100 * float(np.mean(q4)), 100 * (float(np.mean(q4)) - float(np.mean(q3)))
+
+
+def late_gain_row(group: Group) -> Optional[Dict[str, Any]]:
+  """`late_gain` of a group's runs: the last quarter's level and gain, mean ± std (ddof=0)."""
+  gains = [g for g in (late_gain(r) for r in group.runs) if g is not None]
+  if not gains:
+    return None
+  level, level_std = _mean_std([g[0] for g in gains])
+  gain, gain_std = _mean_std([g[1] for g in gains])
+  return dict(method=group.method, runs=len(gains), last_quarter=level,
+              last_quarter_std=level_std, late_gain=gain, late_gain_std=gain_std)
+
+
 def paired_difference(runs: Sequence[Run], reference: Sequence[Run]) -> Optional[Dict[str, Any]]:
   """`runs` minus `reference` runs per test client, in points, pooled over the seeds both ran.
 

@@ -22,7 +22,8 @@ from typing import Any, Dict, List, Optional, Sequence
 from tff_meta.analysis import figures, paper_table
 from tff_meta.analysis.groups import (REFERENCE_ALGORITHM, Group, add_cost_ratios,
                                       add_paired_differences, fairness_rows, group_runs,
-                                      group_stats, method_key, parse_targets, target_for)
+                                      group_stats, late_gain_row, method_key, parse_targets,
+                                      target_for)
 from tff_meta.analysis.tables import (markdown_table, mean_pm_std, paired_cell, pct, pct_label,
                                       write_csv)
 from tff_meta.evaluation import fairness
@@ -63,6 +64,17 @@ def _setting_table(rows: Sequence[Dict[str, Any]], target: Optional[float],
            *_cost_cells(r), _ratio_cell(r)]
           for r in rows]
   return markdown_table(header, body)
+
+
+def _late_gain_table(groups: Sequence[Group]) -> Optional[str]:
+  rows = [r for r in (late_gain_row(g) for g in groups) if r is not None]
+  if not rows:
+    return None
+  return markdown_table(
+      ['Method', 'Runs', 'Validation accuracy %, last quarter of rounds',
+       'Gain over the quarter before, points'],
+      [[r['method'], str(r['runs']), f"{pct(r['last_quarter'])} ± {pct(r['last_quarter_std'])}",
+        f"{r['late_gain']:+.2f} ± {r['late_gain_std']:.2f}"] for r in rows])
 
 
 def _pivot_table(groups: Sequence[Group], rows: Sequence[Dict[str, Any]]) -> str:
@@ -183,6 +195,13 @@ def build_report(roots: Sequence[str], output_dir: str, target_accuracy: str = '
             f'(or {setting.dataset}=0.xx) for the cost columns.'), '',
            _setting_table([r for g, r in zip(groups, rows) if g.setting == setting], t,
                           reference_name), '']
+    late = _late_gain_table([g for g in groups if g.setting == setting])
+    if late is not None:
+      md += [f'### Still rising at the last round? ({setting.label})', '',
+             'Mean validation accuracy over the evaluations in the last quarter of the '
+             'rounds, and its gain over the quarter before (mean ± std over runs): about 0 '
+             'for a method that has converged, above 0 for one that more rounds would '
+             'still improve.', '', late, '']
   if no_flops:
     md += ['"n/a": metrics.csv of these runs has no `client_flops` column.', '']
   md += ['## Figures', '',
