@@ -196,6 +196,19 @@ def test_a_rerun_reads_finished_methods_back_and_tests_only_the_rest(tmp_path):
   assert again['accuracy']['1']['per_episode'][:2] == first[0]['accuracy']['1']['per_episode']
 
 
+def test_a_learned_temperature_is_meta_trained_and_reported(tmp_path):
+  out = tmp_path / 'tau'
+  proc = _run(f'--config={CONFIG}', '--methods=frl_distance', '--test_episodes=2',
+              '--test_rounds=1', '--examples_per_class=6', '--num_clients=3', '--episodes=2',
+              '--temperature=learned', '--temperature_lr_scale=100',
+              f'--data_path={os.path.join(FIXTURES, "tff")}', f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  info = json.loads((out / 'results.json').read_text())['results'][0]['info']
+  # two Adam steps of 100 * beta each move t = log(tau) off 0
+  assert info['temperature'] != pytest.approx(1.0, abs=1e-3)
+  assert np.isfinite(info['temperature']) and info['temperature'] > 0
+
+
 def test_select_every_must_be_a_multiple_of_checkpoint_every():
   with pytest.raises(ConfigError, match='select_every must be 0 or a multiple of '
                      'checkpoint_every \\(50\\), got 30'):

@@ -27,7 +27,7 @@ from tff_meta.fewround import deploy, oneshot
 from tff_meta.fewround import process as process_lib
 from tff_meta.fewround import selection, tasks, training
 from tff_meta.fewround.config import FewRoundConfig
-from tff_meta.fewround.model import FewRoundModel, build_few_round_model
+from tff_meta.fewround.model import DISTANCE_CLASSIFIERS, FewRoundModel, build_few_round_model
 from tff_meta.registry import Registry
 
 METHODS: Registry = Registry('few-round method')
@@ -130,9 +130,18 @@ def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name)
 
 
 def _frl(name: str, classifier: str, use_gpal: bool):
+  """An FRL method; the distance classifier takes the config's `temperature`."""
   def prepare(ctx: Context) -> Prepared:
-    hp = ctx.cfg.hparams(gamma=ctx.cfg.gamma if use_gpal else 0.0)
-    return _meta_trained(ctx, ctx.model(classifier), hp, hp, name)
+    cfg = ctx.cfg
+    hp = cfg.hparams(gamma=cfg.gamma if use_gpal else 0.0)
+    chosen = classifier
+    if classifier == 'distance':
+      chosen = DISTANCE_CLASSIFIERS[cfg.temperature]
+      hp = dataclasses.replace(hp, head_meta_lr_scale=cfg.temperature_lr_scale)
+    prepared = _meta_trained(ctx, ctx.model(chosen), hp, hp, name)
+    if chosen == 'scaled_distance':   # the learned tau = exp(t), t the head's one weight
+      prepared.info['temperature'] = float(np.exp(prepared.weights[-1]))
+    return prepared
   return prepare
 
 

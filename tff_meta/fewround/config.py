@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Dict, Optional, Tuple
 from tff_meta import config_file
 from tff_meta.config_file import ConfigError, option, table
 from tff_meta.fewround.meta_update import META_UPDATES
+from tff_meta.fewround.model import DISTANCE_CLASSIFIERS
 from tff_meta.fewround.process import TEST_PROTOTYPES, FewRoundHparams
 
 
@@ -58,6 +59,13 @@ class FewRoundConfig:
   zero_head: bool = option(False, 'Start the linear head at zero in every episode and test run '
                            '(frl_linear, fedavg, finetune_*).')
   gamma: float = option(0.1, 'GPAL weight (Eq. 4) of the frl_distance_gpal method.')
+  temperature: str = option(
+      'none', 'Scale of the FRL methods\' distances: none = the paper\'s -d (Eq. 1-3); learned '
+      '= -tau d with tau = exp(t) meta-learned, t starting at 0 (metric scaling, Oreshkin et '
+      'al. 2018; docs/RESULTS.md §9a).')
+  temperature_lr_scale: float = option(
+      100.0, 'With temperature = "learned": the meta-update\'s (Adam) step to t, times this '
+      '(one scalar under Adam moves by about beta per episode).')
   server_lr: float = option(0.01, 'beta: Adam learning rate of the meta-update (was meta_lr).')
   server_lr_decay_episode: int = option(
       5000, 'Divide beta by 10 from this episode on (0: never; was meta_lr_decay_episode).')
@@ -138,6 +146,11 @@ class FewRoundConfig:
                         f'got {self.test_prototypes!r}.')
     if self.gamma < 0:
       raise ConfigError(f'gamma must be >= 0, got {self.gamma}.')
+    if self.temperature not in DISTANCE_CLASSIFIERS:
+      raise ConfigError(f'temperature must be one of {", ".join(DISTANCE_CLASSIFIERS)}, '
+                        f'got {self.temperature!r}.')
+    if not self.temperature_lr_scale > 0:
+      raise ConfigError(f'temperature_lr_scale must be > 0, got {self.temperature_lr_scale}.')
     if self.select_every < 0 or self.select_every % self.checkpoint_every:
       raise ConfigError(f'select_every must be 0 or a multiple of checkpoint_every '
                         f'({self.checkpoint_every}), got {self.select_every}.')

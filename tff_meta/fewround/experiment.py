@@ -83,7 +83,8 @@ _ROW_KEEPING_CHANGES = ('name', 'methods', 'output_dir', 'checkpoint_every')
 
 def finished_rows(cfg, out: str) -> dict:
   """Method -> its row in <out>/results.json, when that file was written by this very
-  configuration (every key but `_ROW_KEEPING_CHANGES` equal); {} otherwise.
+  configuration (every key but `_ROW_KEEPING_CHANGES` equal, a key the saved config lacks
+  counting as its default); {} otherwise.
 
   A stopped run's finished methods are not tested again on resume (300 test
   episodes take minutes); their rows are the same numbers a new test would give,
@@ -100,7 +101,9 @@ def finished_rows(cfg, out: str) -> dict:
   except (OSError, ValueError, KeyError, TypeError):
     return {}   # unreadable: test again (the file is rewritten atomically after each method)
   now = tomllib.loads(config_file.to_toml(cfg))
-  same = lambda d: {k: v for k, v in d.items() if k not in _ROW_KEEPING_CHANGES}
+  # a key that the saved config predates had its default then
+  defaults = tomllib.loads(config_file.to_toml(FewRoundConfig()))
+  same = lambda d: {k: v for k, v in {**defaults, **d}.items() if k not in _ROW_KEEPING_CHANGES}
   return rows if same(before) == same(now) else {}
 
 

@@ -15,7 +15,8 @@ The backbone is a registered model built with `num_classes=0`, so its output
 is the dense feature map g(x) [B, h, w, D]; f(x) is its average over the
 positions (the paper's "output of the last CNN layer, immediately before
 average pooling" is g). Weights are one flat list: backbone, then head.
-`CLASSIFIERS` maps 'distance' / 'linear' to the classifier objects.
+`CLASSIFIERS` maps 'distance' / 'scaled_distance' (a learned temperature on the
+distances) / 'linear' to the classifier objects.
 """
 
 from __future__ import annotations
@@ -43,15 +44,26 @@ class ClientBatch:
 
 class DistanceClassifier:
   """Prototypes and squared Euclidean distances (Eq. 1-4)."""
+  zero_head_allowed = False   # `zero_head` leaves its head (none, or the temperature) alone
 
   def head(self, feature_dim: int, ways: int, rng: np.random.Generator) -> List[np.ndarray]:
     del feature_dim, ways, rng
     return []
 
+  def scale(self, model: 'FewRoundModel', weights):
+    """s, with distances s^2 d; None here: the paper's Eq. 1-3, computed as written."""
+    del model, weights
+    return None
+
+  def _scaled(self, model, weights, *tensors):
+    s = self.scale(model, weights)
+    return tensors if s is None else tuple(s * t for t in tensors)
+
   def local_loss(self, model: 'FewRoundModel', weights, batch: ClientBatch, global_protos,
                  global_mask, gamma) -> tf.Tensor:
     """Eq. 4: Eq. 2 with this client's prototypes + gamma * Eq. 3 with the global ones."""
-    dense = model.dense(weights, batch.x)
+    dense, global_protos = self._scaled(model, weights, model.dense(weights, batch.x),
+                                        global_protos)
     features = model.pool(dense)
     local, counts = proto_lib.prototypes(features, batch.y, model.ways)
     loss = proto_lib.prototype_loss(features, batch.y, local, tf.cast(counts > 0, tf.float32))
@@ -61,13 +73,38 @@ class DistanceClassifier:
 
   def logits(self, model: 'FewRoundModel', weights, x, way_mask, global_protos,
              global_mask) -> tf.Tensor:
-    """-d(f(x), P^c): its argmax is the nearest global prototype (Sec. 3.3)."""
+    """-s^2 d(f(x), P^c): its argmax is the nearest global prototype (Sec. 3.3)."""
     del way_mask
-    return proto_lib.prototype_logits(model.embed(weights, x), global_protos, global_mask)
+    features, global_protos = self._scaled(model, weights, model.embed(weights, x),
+                                           global_protos)
+    return proto_lib.prototype_logits(features, global_protos, global_mask)
+
+
+class ScaledDistanceClassifier(DistanceClassifier):
+  """The distance classifier with a learned temperature: distances tau * d, tau = exp(t).
+
+  The head is the one scalar t (0 at the start: the paper's classifier).
+  Prototypes are means of f(x) as before, so the clients' and the server's
+  prototypes are unchanged; every distance of Eq. 2-3 and of the test-time
+  logits is multiplied by tau, which is the metric scaling of Oreshkin et al.
+  (2018, TADAM, Sec. 2.1). Meta-training can then set the softmax's
+  sharpness through tau instead of by drawing the embeddings together
+  (docs/RESULTS.md §9a). The nearest prototype, and so test accuracy for a
+  given theta_R, does not depend on tau.
+  """
+
+  def head(self, feature_dim: int, ways: int, rng: np.random.Generator) -> List[np.ndarray]:
+    del feature_dim, ways, rng
+    return [np.zeros([], np.float32)]
+
+  def scale(self, model: 'FewRoundModel', weights) -> tf.Tensor:
+    """sqrt(tau) = exp(t / 2), so that squared distances are scaled by tau."""
+    return tf.exp(0.5 * list(weights)[model.num_backbone])
 
 
 class LinearClassifier:
   """A linear layer on f(x), logits masked to the task's classes."""
+  zero_head_allowed = True
 
   def head(self, feature_dim: int, ways: int, rng: np.random.Generator) -> List[np.ndarray]:
     limit = np.sqrt(6.0 / (feature_dim + ways))   # Glorot uniform, as Keras' Dense
@@ -88,6 +125,9 @@ class LinearClassifier:
 
 
 CLASSIFIERS.add('distance', DistanceClassifier())
+CLASSIFIERS.add('scaled_distance', ScaledDistanceClassifier())
+# The FRL methods' classifier for each value of the config's `temperature`.
+DISTANCE_CLASSIFIERS = {'none': 'distance', 'learned': 'scaled_distance'}
 CLASSIFIERS.add('linear', LinearClassifier())
 
 
@@ -97,7 +137,7 @@ class FewRoundModel:
 
   Attributes:
     backbone: functional model whose output is the dense feature map.
-    classifier_name: 'distance' or 'linear'.
+    classifier_name: a `CLASSIFIERS` name: 'distance', 'scaled_distance' or 'linear'.
     ways: class slots (N, or the largest N of a random-way range).
     initial_weights: backbone weights then head weights (numpy).
   """

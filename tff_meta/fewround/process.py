@@ -62,6 +62,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms.base import OPTIMIZERS
+from tff_meta.learning import step_scale
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import prototypes as proto_lib
 from tff_meta.fewround.model import ClientBatch, FewRoundModel
@@ -86,6 +87,7 @@ class FewRoundHparams:
   zero_head: bool = False            # the linear head starts each episode at zero
   meta_update: str = 'client_adam'   # META_UPDATES: client_adam (line 24 per client), server_adam
   test_prototypes: str = 'previous'  # TEST_PROTOTYPES: the prototypes `evaluate` scores with
+  head_meta_lr_scale: float = 1.0    # the meta-update's step to the head's weights, times this
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -212,10 +214,11 @@ def fresh_round_state(model: FewRoundModel, weights, zero_head: bool = False):
 
   With `zero_head` the linear head starts at zero in every episode, so its
   first steps fit the episode's own label slots (the "zero trick" for
-  permuted labels); the body is phi's.
+  permuted labels); the body is phi's. Other heads (the scaled distance's
+  temperature) are never zeroed.
   """
   theta = list(weights)
-  if zero_head:
+  if zero_head and model.classifier.zero_head_allowed:
     theta = theta[:model.num_backbone] + [tf.zeros_like(w) for w in theta[model.num_backbone:]]
   return collections.OrderedDict(
       theta=theta, protos=tf.zeros([model.ways, model.feature_dim]),
@@ -300,7 +303,9 @@ def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Map
 def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
                         client_data_spec: Mapping) -> tff.templates.IterativeProcess:
   """The FRL meta-training process (one `next` = one episode of 1 + R rounds)."""
-  optimizer = OPTIMIZERS.get(hp.meta_optimizer)(hp.meta_lr)
+  num_head = len(model.initial_weights) - model.num_backbone
+  optimizer = step_scale.scaled(OPTIMIZERS.get(hp.meta_optimizer)(hp.meta_lr),
+                                [1.0] * model.num_backbone + [hp.head_meta_lr_scale] * num_head)
   weights_spec = model.weight_specs
   initial = [np.asarray(w, np.float32) for w in model.initial_weights]
   data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
