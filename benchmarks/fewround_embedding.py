@@ -8,7 +8,8 @@ kept checkpoint of `<run_dir>/<method>/checkpoints/` it embeds the support
 sets of `--episodes` seeded episodes with phi itself and prints
 `tff_meta.fewround.diagnostics.embedding_stats` (the mean embedding norm, the
 squared distances between prototypes and to one's own prototype, their
-ratio, Eq. 2's loss at phi), averaged over the episodes' clients. With group
+ratio, the learned temperature of `scaled_distance`, Eq. 2's loss at phi), averaged over
+the episodes' clients. With group
 normalisation after every conv (the configs' `norm = "group"`) the
 embedding's overall scale is pinned by the last block's gamma and beta; their
 mean |gamma| and mean beta are printed too.
@@ -38,6 +39,7 @@ def main(argv):
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tff_meta.fewround import baselines, diagnostics, experiment, selection, tasks  # pylint: disable=g-import-not-at-top
   from tff_meta.fewround import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tff_meta.fewround.model import DISTANCE_CLASSIFIERS  # pylint: disable=g-import-not-at-top
   from tff_meta.program import errors  # pylint: disable=g-import-not-at-top
   if not FLAGS.run_dir:
     errors.fail(config_lib.ConfigError('--run_dir is required: a programs.few_round output '
@@ -49,15 +51,15 @@ def main(argv):
   cfg = config_lib.load(os.path.join(FLAGS.run_dir, 'config.toml'))
   cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
   ctx = baselines.Context(cfg, experiment.load_data(cfg))
-  model = ctx.model('distance')
+  model = ctx.model(DISTANCE_CLASSIFIERS[cfg.temperature])
   stream = baselines.TRAIN_STREAM if FLAGS.part == 'train' else selection.VALIDATION_STREAM
   clients = [c for i in range(FLAGS.episodes) for c in ctx.episode(FLAGS.part, stream, i)]
   versions = sorted(int(n.rsplit('_', 1)[1]) for n in os.listdir(root)
                     if n.startswith('program_state_'))
   print(f'{FLAGS.run_dir}/{FLAGS.method}: {FLAGS.episodes} {FLAGS.part}-class episodes '
         f'({len(clients)} clients), embeddings at phi')
-  print('| episode | |f| | between | within | ratio | loss at phi | last block: mean |gamma| '
-        '/ mean beta |\n|---|---|---|---|---|---|---|')
+  print('| episode | |f| | between | within | ratio | tau | loss at phi | last block: mean '
+        '|gamma| / mean beta |\n|---|---|---|---|---|---|---|---|')
   embed = diagnostics.graph_embed(model)
   for v in versions:
     phi = diagnostics.read_phi(os.path.join(root, f'program_state_{v}'),
@@ -65,7 +67,8 @@ def main(argv):
     s = diagnostics.embedding_stats(model, phi, clients, embed)
     gamma, beta = phi[model.num_backbone - 2], phi[model.num_backbone - 1]
     print(f"| {v} | {s['|f|']:.3f} | {s['between']:.3f} | {s['within']:.3f} | {s['ratio']:.3f} "
-          f"| {s['loss']:.3f} | {np.abs(gamma).mean():.3f} / {beta.mean():+.3f} |", flush=True)
+          f"| {s['tau']:.3f} | {s['loss']:.3f} | {np.abs(gamma).mean():.3f} / "
+          f"{beta.mean():+.3f} |", flush=True)
 
 
 if __name__ == '__main__':

@@ -12,7 +12,7 @@ def test_spread_separation_and_loss_match_hand_computation():
   # one client, 2 classes, 2 support examples each; the "embedding" returns x itself
   x = np.array([[0., 0.], [0., 1.], [1., 0.], [1., 1.]], np.float32)
   client = {'support_x': x, 'support_y': np.array([0, 0, 1, 1], np.int32)}
-  model = types.SimpleNamespace(ways=3)   # a third, absent class slot is ignored
+  model = types.SimpleNamespace(ways=3, classifier_name='distance')   # slot 3 absent: ignored
   s = diagnostics.embedding_stats(model, [], [client], embed=lambda phi, images: images)
   # prototypes (0, .5) and (1, .5): between = 1; each example is .5 from its own: within = .25
   assert s['between'] == pytest.approx(1.0) and s['within'] == pytest.approx(0.25)
@@ -20,6 +20,17 @@ def test_spread_separation_and_loss_match_hand_computation():
   assert s['|f|'] == pytest.approx(np.mean([0.0, 1.0, 1.0, np.sqrt(2.0)]))
   # Eq. 2: softmax over -d^2 to the two prototypes: d^2 = .25 (own) and 1.25 (other)
   assert s['loss'] == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-5)
+
+
+def test_a_learned_temperature_scales_the_loss_and_is_reported():
+  x = np.array([[0., 0.], [0., 1.], [1., 0.], [1., 1.]], np.float32)
+  client = {'support_x': x, 'support_y': np.array([0, 0, 1, 1], np.int32)}
+  model = types.SimpleNamespace(ways=2, classifier_name='scaled_distance', num_backbone=0)
+  phi = [np.float32(np.log(4.0))]   # t; tau = 4
+  s = diagnostics.embedding_stats(model, phi, [client], embed=lambda phi, images: images)
+  assert s['tau'] == pytest.approx(4.0) and s['between'] == pytest.approx(1.0)   # raw spread
+  # tau * d^2 = 1 (own prototype) and 5 (the other)
+  assert s['loss'] == pytest.approx(np.log1p(np.exp(-4.0)), rel=1e-5)
 
 
 def test_read_phi_reads_a_saved_program_state(tmp_path):

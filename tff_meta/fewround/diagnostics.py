@@ -11,7 +11,9 @@ clients' support sets embedded with one phi (theta_0, before any local step):
 - `within`: the mean squared distance of a support example to its own
   class's prototype;
 - `ratio`: between / within; the larger, the better separated the classes;
-- `loss`: Eq. 2 at phi (ln N for a uniform N-way prediction).
+- `loss`: Eq. 2 at phi (ln N for a uniform N-way prediction), with the
+  distances times tau for the `scaled_distance` classifier;
+- `tau`: that classifier's learned temperature exp(t) (1 for the others).
 
 `benchmarks/fewround_embedding.py` runs it on every kept checkpoint of a run
 (docs/RESULTS.md §9a).
@@ -51,6 +53,7 @@ def embedding_stats(model, phi: Sequence[np.ndarray], clients: Sequence[Dict],
   """The module docstring's numbers for one phi, averaged over `clients` (values with
   `support_x`, `support_y`). `embed(phi, x)` defaults to `graph_embed(model)`."""
   embed = embed or graph_embed(model)
+  tau = temperature(model, phi)
   out = {'|f|': [], 'between': [], 'within': [], 'loss': []}
   for c in clients:
     f = np.asarray(embed(phi, c['support_x']), np.float32)
@@ -62,8 +65,18 @@ def embedding_stats(model, phi: Sequence[np.ndarray], clients: Sequence[Dict],
     out['|f|'].append(float(np.linalg.norm(f, axis=1).mean()))
     out['between'].append(float(d[~np.eye(len(p), dtype=bool)].mean()))
     out['within'].append(float(((f - protos[y]) ** 2).sum(-1).mean()))
+    root = np.float32(np.sqrt(tau))   # tau * d = d between sqrt(tau)-scaled points
     out['loss'].append(float(proto_lib.prototype_loss(
-        tf.constant(f), tf.constant(y), tf.constant(protos), tf.constant(present, tf.float32))))
+        tf.constant(root * f), tf.constant(y), tf.constant(root * protos),
+        tf.constant(present, tf.float32))))
   stats = {k: float(np.mean(v)) for k, v in out.items()}
   stats['ratio'] = stats['between'] / stats['within']
+  stats['tau'] = tau
   return stats
+
+
+def temperature(model, phi: Sequence[np.ndarray]) -> float:
+  """tau = exp(t) of a `scaled_distance` model's phi (its one head weight); 1 otherwise."""
+  if model.classifier_name != 'scaled_distance':
+    return 1.0
+  return float(np.exp(phi[model.num_backbone]))
