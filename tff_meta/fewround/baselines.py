@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
-from tff_meta.fewround import deploy, oneshot
+from tff_meta.fewround import deploy, diagnostics, oneshot
 from tff_meta.fewround import process as process_lib
 from tff_meta.fewround import selection, tasks, training
 from tff_meta.fewround.config import FewRoundConfig
@@ -139,8 +139,8 @@ def _frl(name: str, classifier: str, use_gpal: bool):
       chosen = DISTANCE_CLASSIFIERS[cfg.temperature]
       hp = dataclasses.replace(hp, head_meta_lr_scale=cfg.temperature_lr_scale)
     prepared = _meta_trained(ctx, ctx.model(chosen), hp, hp, name)
-    if chosen == 'scaled_distance':   # the learned tau = exp(t), t the head's one weight
-      prepared.info['temperature'] = float(np.exp(prepared.weights[-1]))
+    if chosen != classifier:   # the learned tau, as the diagnostics read it
+      prepared.info['temperature'] = diagnostics.temperature(prepared.model, prepared.weights)
     return prepared
   return prepare
 

@@ -62,10 +62,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms.base import OPTIMIZERS
-from tff_meta.learning import step_scale
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import prototypes as proto_lib
 from tff_meta.fewround.model import ClientBatch, FewRoundModel
+from tff_meta.learning import step_scale
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.learning import adaptation
 from tff_meta.learning.finite import all_finite
