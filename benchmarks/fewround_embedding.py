@@ -23,8 +23,10 @@ import os
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402,F401  pylint: disable=unused-import
+
+from tff_meta.program import errors  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('run_dir', None, 'A few-round run folder (holds config.toml).')
@@ -39,8 +41,9 @@ def main(argv):
   import numpy as np  # pylint: disable=g-import-not-at-top
   from tff_meta.fewround import baselines, diagnostics, experiment, selection, tasks  # pylint: disable=g-import-not-at-top
   from tff_meta.fewround import config as config_lib  # pylint: disable=g-import-not-at-top
-  from tff_meta.fewround.model import DISTANCE_CLASSIFIERS  # pylint: disable=g-import-not-at-top
-  from tff_meta.program import errors  # pylint: disable=g-import-not-at-top
+  if FLAGS.method not in baselines.FRL_METHODS:
+    errors.fail(config_lib.ConfigError(f'--method={FLAGS.method} is not a meta-trained FRL '
+                                       f'method; use one of {", ".join(baselines.FRL_METHODS)}'))
   if not FLAGS.run_dir:
     errors.fail(config_lib.ConfigError('--run_dir is required: a programs.few_round output '
                                        'folder, e.g. runs/fewround_long/frl/seed1'))
@@ -51,7 +54,8 @@ def main(argv):
   cfg = config_lib.load(os.path.join(FLAGS.run_dir, 'config.toml'))
   cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
   ctx = baselines.Context(cfg, experiment.load_data(cfg))
-  model = ctx.model(DISTANCE_CLASSIFIERS[cfg.temperature])
+  head, _ = baselines.FRL_METHODS[FLAGS.method]
+  model = ctx.model(head(cfg)[0])
   stream = baselines.TRAIN_STREAM if FLAGS.part == 'train' else selection.VALIDATION_STREAM
   clients = [c for i in range(FLAGS.episodes) for c in ctx.episode(FLAGS.part, stream, i)]
   versions = sorted(int(n.rsplit('_', 1)[1]) for n in os.listdir(root)
@@ -72,4 +76,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  app.run(main)
+  errors.run(main)   # bad input: one `error:` line, no traceback

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 
 from tff_meta.fewround import diagnostics
+from tff_meta.fewround.model import CLASSIFIERS
 
 
 def test_spread_separation_and_loss_match_hand_computation():
   # one client, 2 classes, 2 support examples each; the "embedding" returns x itself
   x = np.array([[0., 0.], [0., 1.], [1., 0.], [1., 1.]], np.float32)
   client = {'support_x': x, 'support_y': np.array([0, 0, 1, 1], np.int32)}
-  model = types.SimpleNamespace(ways=3, classifier_name='distance')   # slot 3 absent: ignored
+  model = types.SimpleNamespace(ways=3, classifier=CLASSIFIERS.get('distance'))   # slot 3 absent: ignored
   s = diagnostics.embedding_stats(model, [], [client], embed=lambda phi, images: images)
   # prototypes (0, .5) and (1, .5): between = 1; each example is .5 from its own: within = .25
   assert s['between'] == pytest.approx(1.0) and s['within'] == pytest.approx(0.25)
@@ -22,10 +23,19 @@ def test_spread_separation_and_loss_match_hand_computation():
   assert s['loss'] == pytest.approx(np.log1p(np.exp(-1.0)), rel=1e-5)
 
 
+def test_one_example_per_class_has_no_ratio():
+  client = {'support_x': np.array([[0., 0.], [3., 4.]], np.float32),
+            'support_y': np.array([0, 1], np.int32)}
+  model = types.SimpleNamespace(ways=2, classifier=CLASSIFIERS.get('distance'))
+  s = diagnostics.embedding_stats(model, [], [client], embed=lambda phi, images: images)
+  assert s['between'] == pytest.approx(25.0) and s['within'] == 0.0 and np.isnan(s['ratio'])
+
+
 def test_a_learned_temperature_scales_the_loss_and_is_reported():
   x = np.array([[0., 0.], [0., 1.], [1., 0.], [1., 1.]], np.float32)
   client = {'support_x': x, 'support_y': np.array([0, 0, 1, 1], np.int32)}
-  model = types.SimpleNamespace(ways=2, classifier_name='scaled_distance', num_backbone=0)
+  model = types.SimpleNamespace(ways=2, classifier=CLASSIFIERS.get('scaled_distance'),
+                                num_backbone=0)
   phi = [np.float32(np.log(4.0))]   # t; tau = 4
   s = diagnostics.embedding_stats(model, phi, [client], embed=lambda phi, images: images)
   assert s['tau'] == pytest.approx(4.0) and s['between'] == pytest.approx(1.0)   # raw spread

@@ -198,15 +198,34 @@ def test_a_rerun_reads_finished_methods_back_and_tests_only_the_rest(tmp_path):
 
 def test_a_learned_temperature_is_meta_trained_and_reported(tmp_path):
   out = tmp_path / 'tau'
+  data = f'--data_path={os.path.join(FIXTURES, "tff")}'
   proc = _run(f'--config={CONFIG}', '--methods=frl_distance', '--test_episodes=2',
               '--test_rounds=1', '--examples_per_class=6', '--num_clients=3', '--episodes=2',
-              '--temperature=learned', '--temperature_lr_scale=100',
-              f'--data_path={os.path.join(FIXTURES, "tff")}', f'--output_dir={out}')
+              '--temperature=learned', '--temperature_lr_scale=100', '--checkpoint_every=1',
+              data, f'--output_dir={out}')
   assert proc.returncode == 0, proc.stderr[-2000:]
   info = json.loads((out / 'results.json').read_text())['results'][0]['info']
   # two Adam steps of 100 * beta each move t = log(tau) off 0
   assert info['temperature'] != pytest.approx(1.0, abs=1e-3)
   assert np.isfinite(info['temperature']) and info['temperature'] > 0
+
+  # benchmarks/fewround_embedding.py reads every kept phi of that run, tau included
+  def embedding(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+    return subprocess.run([sys.executable, '-m', 'benchmarks.fewround_embedding', *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  proc = embedding(f'--run_dir={out}', '--method=frl_distance', data, '--episodes=1')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  rows = [line.split('|') for line in proc.stdout.splitlines() if line.startswith('| ')][1:]
+  assert [int(r[1]) for r in rows] == [1, 2]        # one row per kept checkpoint
+  assert float(rows[-1][6]) == pytest.approx(info['temperature'], abs=1e-3)   # tau at phi
+  for args, message in (([f'--run_dir={out}', '--method=fedavg'], '--method=fedavg is not'),
+                        ([f'--run_dir={out}', '--method=frl_linear'], 'no checkpoints at'),
+                        ([], '--run_dir is required')):
+    proc = embedding(*args, data)
+    last = proc.stderr.strip().splitlines()[-1]   # after TF's start-up lines
+    assert proc.returncode != 0 and last.startswith(f'error: {message}'), proc.stderr
+    assert 'Traceback' not in proc.stderr
 
 
 def test_select_every_must_be_a_multiple_of_checkpoint_every():

@@ -158,16 +158,6 @@ def setting_of(config: Dict[str, Any]) -> Setting:
   return Setting(key=key, label=label)
 
 
-def _key_defaults() -> Dict[str, Any]:
-  """Top-level config key -> its default as TOML reads it back (tuples as lists): a
-  config.toml written before a key existed had the field's default."""
-  from tff_meta import config_file  # pylint: disable=g-import-not-at-top
-  from tff_meta.fewround.config import FewRoundConfig  # pylint: disable=g-import-not-at-top
-  toml_value = lambda v: list(v) if isinstance(v, tuple) else v
-  return {f.name: toml_value(config_file.default_of(f))
-          for f in config_file.scalar_fields(FewRoundConfig)}
-
-
 def _variant_config(config: Dict[str, Any]) -> Dict[str, str]:
   return {k: repr(v) for k, v in config.items() if k not in _NOT_VARIANT_KEYS}
 
@@ -175,7 +165,8 @@ def _variant_config(config: Dict[str, Any]) -> Dict[str, str]:
 def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
   """Entries by setting and method, variants split; returns (entries, notes)."""
   by_key: Dict[Tuple[Setting, str], List[Tuple[FewRoundRun, Dict[str, Any]]]] = {}
-  defaults = _key_defaults()
+  from tff_meta.fewround.config import toml_defaults  # pylint: disable=g-import-not-at-top
+  defaults = toml_defaults()
   full = lambda run: {**defaults, **run.config}   # keys an older config.toml lacks: defaults
   for run in runs:
     for row in run.rows:

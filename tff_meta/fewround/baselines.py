@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -129,26 +129,36 @@ def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name)
   return Prepared(model, deploy_hp, phi, info)
 
 
-def _frl(name: str, classifier: str, use_gpal: bool):
-  """An FRL method; the distance classifier takes the config's `temperature`."""
+def _distance_head(cfg) -> Tuple[str, float]:
+  """The distance classifier the config's `temperature` names, and the meta-rate scale of
+  its head (the learned temperature's t; the paper's classifier has no head weight)."""
+  return DISTANCE_CLASSIFIERS[cfg.temperature], cfg.temperature_lr_scale
+
+
+def _linear_head(cfg) -> Tuple[str, float]:
+  del cfg
+  return 'linear', 1.0
+
+
+def _frl(name: str, head: Callable[[Any], Tuple[str, float]], use_gpal: bool):
+  """An FRL method; `head(cfg)` -> (classifier, its head_meta_lr_scale)."""
   def prepare(ctx: Context) -> Prepared:
     cfg = ctx.cfg
-    hp = cfg.hparams(gamma=cfg.gamma if use_gpal else 0.0)
-    chosen = classifier
-    if classifier == 'distance':
-      chosen = DISTANCE_CLASSIFIERS[cfg.temperature]
-      hp = dataclasses.replace(hp, head_meta_lr_scale=cfg.temperature_lr_scale)
-    prepared = _meta_trained(ctx, ctx.model(chosen), hp, hp, name)
-    if chosen != classifier:   # the learned tau, as the diagnostics read it
+    classifier, head_scale = head(cfg)
+    hp = cfg.hparams(gamma=cfg.gamma if use_gpal else 0.0, head_meta_lr_scale=head_scale)
+    prepared = _meta_trained(ctx, ctx.model(classifier), hp, hp, name)
+    if prepared.model.classifier.learns_temperature:   # the learned tau, as read back
       prepared.info['temperature'] = diagnostics.temperature(prepared.model, prepared.weights)
     return prepared
   return prepare
 
 
-for _name, _classifier, _gpal in (('frl_distance_gpal', 'distance', True),
-                                   ('frl_distance', 'distance', False),
-                                   ('frl_linear', 'linear', False)):
-  METHODS.add(_name, _frl(_name, _classifier, _gpal))
+# The meta-trained FRL methods: name -> (head(cfg) -> (classifier, head_meta_lr_scale), GPAL).
+FRL_METHODS = {'frl_distance_gpal': (_distance_head, True),
+               'frl_distance': (_distance_head, False),
+               'frl_linear': (_linear_head, False)}
+for _name, (_head, _gpal) in FRL_METHODS.items():
+  METHODS.add(_name, _frl(_name, _head, _gpal))
 
 
 @METHODS.register('personalized')

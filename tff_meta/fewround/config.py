@@ -164,6 +164,18 @@ def load(path: Optional[str], overrides: Optional[Dict[str, Any]] = None) -> Few
   return config_file.load(FewRoundConfig, path, overrides, see='configs/fewround/')
 
 
+def toml_defaults() -> Dict[str, Any]:
+  """Top-level key -> its default as TOML reads it back (tuples as lists).
+
+  A config.toml written before a key existed meant the key's default: the
+  rerun check (`experiment.finished_rows`) and the report
+  (`analysis.fewround_report`) fill older configs with these.
+  """
+  toml_value = lambda v: list(v) if isinstance(v, tuple) else v
+  return {f.name: toml_value(config_file.default_of(f))
+          for f in config_file.scalar_fields(FewRoundConfig)}
+
+
 def define_flags(flags) -> None:
   flags.DEFINE_string('config', None, 'TOML config file (configs/fewround/*.toml).')
   config_file.define_flags(flags, config_file.scalar_fields(FewRoundConfig),

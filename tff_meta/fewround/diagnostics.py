@@ -10,7 +10,8 @@ clients' support sets embedded with one phi (theta_0, before any local step):
   prototypes;
 - `within`: the mean squared distance of a support example to its own
   class's prototype;
-- `ratio`: between / within; the larger, the better separated the classes;
+- `ratio`: between / within; the larger, the better separated the classes
+  (nan when within is 0: one support example per class);
 - `loss`: Eq. 2 at phi (ln N for a uniform N-way prediction), with the
   distances times tau for the `scaled_distance` classifier;
 - `tau`: that classifier's learned temperature exp(t) (1 for the others).
@@ -70,13 +71,14 @@ def embedding_stats(model, phi: Sequence[np.ndarray], clients: Sequence[Dict],
         tf.constant(root * f), tf.constant(y), tf.constant(root * protos),
         tf.constant(present, tf.float32))))
   stats = {k: float(np.mean(v)) for k, v in out.items()}
-  stats['ratio'] = stats['between'] / stats['within']
+  # one support example per class has no spread within: the ratio is undefined (nan)
+  stats['ratio'] = stats['between'] / stats['within'] if stats['within'] > 0 else float('nan')
   stats['tau'] = tau
   return stats
 
 
 def temperature(model, phi: Sequence[np.ndarray]) -> float:
   """tau = exp(t) of a `scaled_distance` model's phi (its one head weight); 1 otherwise."""
-  if model.classifier_name != 'scaled_distance':
+  if not model.classifier.learns_temperature:
     return 1.0
   return float(np.exp(phi[model.num_backbone]))

@@ -20,7 +20,7 @@ import tensorflow_federated as tff
 from tff_meta import config_file
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
-from tff_meta.fewround.config import FewRoundConfig
+from tff_meta.fewround.config import FewRoundConfig, toml_defaults
 from tff_meta.program import checkpoints, files
 from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
 
@@ -101,8 +101,7 @@ def finished_rows(cfg, out: str) -> dict:
   except (OSError, ValueError, KeyError, TypeError):
     return {}   # unreadable: test again (the file is rewritten atomically after each method)
   now = tomllib.loads(config_file.to_toml(cfg))
-  # a key that the saved config predates had its default then
-  defaults = tomllib.loads(config_file.to_toml(FewRoundConfig()))
+  defaults = toml_defaults()   # keys the saved config predates
   same = lambda d: {k: v for k, v in {**defaults, **d}.items() if k not in _ROW_KEEPING_CHANGES}
   return rows if same(before) == same(now) else {}
 

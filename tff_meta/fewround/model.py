@@ -45,6 +45,7 @@ class ClientBatch:
 class DistanceClassifier:
   """Prototypes and squared Euclidean distances (Eq. 1-4)."""
   zero_head_allowed = False   # `zero_head` leaves its head (none, or the temperature) alone
+  learns_temperature = False  # its head is the temperature's t (ScaledDistanceClassifier)
 
   def head(self, feature_dim: int, ways: int, rng: np.random.Generator) -> List[np.ndarray]:
     del feature_dim, ways, rng
@@ -92,6 +93,7 @@ class ScaledDistanceClassifier(DistanceClassifier):
   (docs/RESULTS.md §9a). The nearest prototype, and so test accuracy for a
   given theta_R, does not depend on tau.
   """
+  learns_temperature = True
 
   def head(self, feature_dim: int, ways: int, rng: np.random.Generator) -> List[np.ndarray]:
     del feature_dim, ways, rng
@@ -105,6 +107,7 @@ class ScaledDistanceClassifier(DistanceClassifier):
 class LinearClassifier:
   """A linear layer on f(x), logits masked to the task's classes."""
   zero_head_allowed = True
+  learns_temperature = False
 
   def head(self, feature_dim: int, ways: int, rng: np.random.Generator) -> List[np.ndarray]:
     limit = np.sqrt(6.0 / (feature_dim + ways))   # Glorot uniform, as Keras' Dense
