@@ -10,6 +10,8 @@ The training loop (`program/training_loop.py`, `program/checkpoints.py`,
 - `results.json` (RESULTS_FILE): the summary, the evaluation history and the
   final per-client test accuracies; written last, so a folder without it is a
   run still going (or killed);
+- `provenance.csv` (PROVENANCE_FILE): one row per start or resume, with the
+  code version that ran it (`tff_meta/provenance.py`);
 - `checkpoints/`, `tensorboard/` (with `tensorboard/eval/`) and, for
   algorithms with client state, `client_states/`.
 
@@ -37,6 +39,7 @@ CONFIG_FILE = 'config.toml'
 METRICS_FILE = 'metrics.csv'
 EVAL_FILE = 'eval.csv'
 RESULTS_FILE = 'results.json'
+PROVENANCE_FILE = 'provenance.csv'
 CHECKPOINTS_DIR = 'checkpoints'
 TENSORBOARD_DIR = 'tensorboard'
 TENSORBOARD_EVAL_DIR = os.path.join(TENSORBOARD_DIR, 'eval')

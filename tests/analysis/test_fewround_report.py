@@ -162,6 +162,7 @@ def test_program_writes_the_report_and_the_figures(runs, tmp_path):
   assert '+6.25 (above in 1/2, below in 0/2)' in md
   assert (out / 'report.csv').exists() and (out / 'accuracy_by_rounds.png').stat().st_size > 0
   assert not (out / 'meta_training.png').exists()   # no method logged meta-training here
+  assert '## Runs' in md and '(seed 0, code not recorded)' in md   # no provenance.csv here
 
 
 def test_program_errors_are_one_line(tmp_path):

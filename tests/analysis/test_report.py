@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tff_meta import run_folder
+from tff_meta import provenance, run_folder
 from tff_meta.analysis import report
 
 SETTING = 'digits, mlp, p=20%'
@@ -111,6 +111,7 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
   # Evaluations at rounds 0, 2 and 4 leave the third quarter (2, 3] empty: no late-gain table
   # (groups.late_gain; its numbers are checked in test_groups.py).
   assert 'Still rising' not in md
+  assert f'(seed 0, code {provenance.code_version()})' in md   # the runs' provenance.csv
   _, pivot = _table(md, 'Accuracy % (methods × settings; runs in parentheses)')
   header, rows = _table(md, SETTING)
   assert list(rows) == list(METHODS.values())

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES, REPO
+from tff_meta import provenance
 from tff_meta.config_file import ConfigError
 from tff_meta.fewround import baselines
 from tff_meta.fewround import config as config_lib
@@ -44,6 +45,7 @@ def test_runs_and_writes_results(tmp_path):
   for a in accuracy.values():   # every episode's accuracy, for paired comparisons
     assert len(a['per_episode']) == 2 and np.isclose(np.mean(a['per_episode']), a['mean'])
   assert '| fedavg |' in (out / 'results.md').read_text()
+  assert [r['code_version'] for r in provenance.read(str(out))] == [provenance.code_version()]
 
 
 def test_bad_input_gives_clear_errors(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.recommendation import ml100k_files
+from tff_meta import provenance
 from tff_meta.data.types import DataError
 from tff_meta.program.errors import USER_ERRORS
 from tff_meta.recommendation import config, experiment
@@ -57,6 +58,7 @@ def test_movielens_table3_layout(tmp_path):
   curve = saved['curves']['MAML']
   assert kept['MAML'] == min(curve, key=lambda r: r['rmse'])['episode']
   assert (run / 'curve.png').exists() and (run / 'maml' / 'checkpoints').exists()
+  assert [r['code_version'] for r in provenance.read(str(run))] == [provenance.code_version()]
 
 
 def test_missing_movielens_folder_is_a_clear_error(tmp_path):

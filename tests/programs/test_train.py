@@ -11,6 +11,7 @@ from tests import helpers
 from tests.conftest import REPO
 from tests.helpers import csv_rounds as _rounds
 from tests.helpers import program_env as _env
+from tff_meta import provenance
 
 ARGS = ['--config=configs/demo/digits.toml', '--algorithm=fedmeta_maml', '--rounds=40',
         '--eval_every=10', '--checkpoint_every=5', '--progress=false', '--clients_per_round=3']
@@ -71,6 +72,12 @@ def test_killed_run_resumes_where_it_stopped(tmp_path, uninterrupted):
   assert got['test_client_accuracies'] == want['test_client_accuracies']
   assert got['summary']['accuracy'] == want['summary']['accuracy']
   assert got['summary']['gflops'] == pytest.approx(want['summary']['gflops'])  # all sessions
+  # provenance.csv: one row per start, the second one resumed after the killed run's checkpoint
+  starts = provenance.read(str(out))
+  assert len(starts) == 2 and starts[0]['start'] == '0'
+  assert 15 <= int(starts[1]['start']) <= killed_at and int(starts[1]['start']) % 5 == 0
+  assert all(r['code_version'] == provenance.code_version() for r in starts)
+  assert 'train' in starts[0]['command'] and f'--output_dir={out}' in starts[0]['command']
 
 
 @pytest.mark.parametrize('extra, message', [

@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tff_meta import provenance
 from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save
 from tff_meta.analysis.tables import markdown_table, write_csv
 from tff_meta.program.files import write_text
@@ -397,6 +398,12 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
   return written
 
 
+def runs_markdown(runs: Sequence[FewRoundRun]) -> str:
+  """## Runs: each folder, its seed and the code version(s) that wrote it."""
+  return '\n'.join(['## Runs', '', *(f'- {r.path} (seed {r.seed}, {provenance.describe(r.path)})'
+                                      for r in runs)])
+
+
 def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE) -> Dict[str, Any]:
   """Reads the runs under `roots`; writes report.md, report.csv and the figures to `output_dir`."""
   runs = find_runs(roots)
@@ -409,6 +416,7 @@ def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE) -> 
   meta = meta_training_markdown(entries)
   if meta is not None:
     md += '\n' + meta
+  md += '\n' + runs_markdown(runs)
   os.makedirs(output_dir, exist_ok=True)
   write_text(os.path.join(output_dir, 'report.md'), md + '\n')
   write_csv(rows, os.path.join(output_dir, 'report.csv'))

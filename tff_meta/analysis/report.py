@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
+from tff_meta import provenance
 from tff_meta.analysis import figures, paper_table
 from tff_meta.analysis.groups import (REFERENCE_ALGORITHM, Group, add_cost_ratios,
                                       add_paired_differences, fairness_rows, group_runs,
@@ -219,7 +220,8 @@ def build_report(roots: Sequence[str], output_dir: str, target_accuracy: str = '
     md += ['![cost to target](cost.png)', '']
   md += ['## Runs', '']
   md += [f'- {g.method}, {g.setting.label}: '
-         + ', '.join(f'{r.path} (seed {r.seed})' for r in g.runs) for g in groups]
+         + ', '.join(f'{r.path} (seed {r.seed}, {provenance.describe(r.path)})'
+                     for r in g.runs) for g in groups]
   if unfinished or notes:
     md += ['', '## Notes', '']
     md += [f'- left out, unfinished (no {RESULTS_FILE}): {u}' for u in unfinished]

@@ -17,7 +17,7 @@ import tomllib
 
 import tensorflow_federated as tff
 
-from tff_meta import config_file
+from tff_meta import config_file, provenance
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
 from tff_meta.fewround.config import FewRoundConfig, toml_defaults
@@ -59,6 +59,7 @@ def prepare_output(cfg, out: str) -> None:
                                    renamed=FewRoundConfig.RENAMED)
   os.makedirs(out, exist_ok=True)
   files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
+  provenance.record(out)   # each stage resumes on its own: the start is left blank
 
 
 def load_data(cfg):

@@ -45,6 +45,7 @@ import numpy as np
 import tensorflow_federated as tff
 from absl import logging
 
+from tff_meta import provenance
 from tff_meta.algorithms import Algorithm, stateful
 from tff_meta.data.protocol import ClientSplit, ProtocolData
 from tff_meta.evaluation import communication, personalized
@@ -392,6 +393,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
 
   with tff.framework.get_context_stack().install(pool.context):
     state, start, store = await _restore(alg, output_dir, state_manager)
+    provenance.record(output_dir, start)
     if on_start is not None:
       on_start()
     train_release, eval_release = _release_managers(output_dir)

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow_federated as tff
 from absl import logging
 
-from tff_meta import config_file
+from tff_meta import config_file, provenance
 from tff_meta.program import files
 from tff_meta.recommendation import config as config_lib
 from tff_meta.recommendation import movielens_task, service_task
@@ -80,6 +80,7 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   data = task.prepare(cfg)   # bad data stops the run before it writes anything
   os.makedirs(out, exist_ok=True)
   files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
+  provenance.record(out)
   logging.info('%s', data.summary())
   rows, curves = [], {}
   own = WorkerPool.local(1, log_dir=out) if pool is None else None

@@ -1,0 +1,67 @@
+"""tff_meta.provenance: the code version of a checkout, and a run folder's start rows."""
+
+import subprocess
+
+import pytest
+
+from tff_meta import provenance
+
+
+def _git(repo, *args):
+  subprocess.run(['git', '-C', str(repo), '-c', 'user.name=t', '-c', 'user.email=t@example.com',
+                  *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+  repo = tmp_path / 'repo'
+  repo.mkdir()
+  _git(repo, 'init', '-q')
+  (repo / 'a.py').write_text('x = 1\n')
+  _git(repo, 'add', 'a.py')
+  _git(repo, 'commit', '-q', '-m', 'first')
+  monkeypatch.setattr(provenance, '_REPO', str(repo))
+  provenance.code_version.cache_clear()
+  yield repo
+  provenance.code_version.cache_clear()
+
+
+def test_code_version_is_the_commit_and_says_dirty(checkout):
+  head = subprocess.run(['git', '-C', str(checkout), 'rev-parse', 'HEAD'], check=True,
+                        capture_output=True, text=True).stdout.strip()
+  assert provenance.code_version() == head[:12]
+  (checkout / 'untracked.txt').write_text('runs/ are not code\n')   # untracked: still clean
+  provenance.code_version.cache_clear()
+  assert provenance.code_version() == head[:12]
+  (checkout / 'a.py').write_text('x = 2\n')
+  provenance.code_version.cache_clear()
+  assert provenance.code_version() == head[:12] + '+dirty'
+
+
+def test_outside_a_checkout_the_version_is_unknown(tmp_path, monkeypatch):
+  monkeypatch.setattr(provenance, '_REPO', str(tmp_path))
+  monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path.parent))
+  provenance.code_version.cache_clear()
+  try:
+    assert provenance.code_version() == provenance.UNKNOWN
+  finally:
+    provenance.code_version.cache_clear()
+
+
+def test_rows_accumulate_and_describe_a_resumed_run(tmp_path, monkeypatch):
+  folder = str(tmp_path / 'run')
+  assert provenance.read(folder) == [] and provenance.describe(folder) == 'code not recorded'
+  monkeypatch.setattr(provenance, 'code_version', lambda: 'aaaaaaaaaaaa')
+  provenance.record(folder, 0)
+  assert provenance.describe(folder) == 'code aaaaaaaaaaaa'
+  provenance.record(folder, 750)   # the same code resumes: still one version
+  monkeypatch.setattr(provenance, 'code_version', lambda: 'bbbbbbbbbbbb+dirty')
+  provenance.record(folder, 1350)
+  rows = provenance.read(folder)
+  assert [r['start'] for r in rows] == ['0', '750', '1350']
+  assert all(r['time'].endswith('Z') and r['command'] for r in rows)
+  assert provenance.versions(folder) == ['aaaaaaaaaaaa', 'bbbbbbbbbbbb+dirty']
+  assert provenance.describe(folder) == ('code aaaaaaaaaaaa (from the start), '
+                                         'bbbbbbbbbbbb+dirty (after round 1350)')
+  provenance.record(folder)   # a program that does not know its start
+  assert provenance.read(folder)[-1]['start'] == ''

@@ -1,0 +1,100 @@
+"""Which code wrote a run folder: one row per start or resume in `provenance.csv`.
+
+A long run resumes across sessions, and a session may start it from a newer
+checkout, so a run folder's numbers can come from more than one code
+version. Every program that writes a run folder (training, few-round,
+recommendation) calls `record` when it starts or resumes; the row gives the
+UTC time, the code version (`code_version`), where the run started (the
+checkpointed round it resumed after, 0 for a new run, blank when the program
+does not say) and the command line.
+The reports (`programs.report`, `programs.few_round_report`) list each
+folder's versions, so docs/RESULTS.md can label its numbers with them.
+
+This module imports neither TensorFlow nor TFF.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import functools
+import io
+import os
+import shlex
+import subprocess
+import sys
+from typing import Dict, List, Optional
+
+from tff_meta.program import files
+from tff_meta.run_folder import PROVENANCE_FILE
+
+FIELDS = ('time', 'code_version', 'start', 'command')
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+UNKNOWN = 'unknown'   # not a git checkout, or git is missing
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+  return subprocess.run(['git', '-C', _REPO, *args], capture_output=True, text=True, timeout=10,
+                        check=False)
+
+
+@functools.lru_cache(maxsize=None)
+def code_version() -> str:
+  """The commit of the checkout that holds this package (12 hex digits), with `+dirty` when
+  tracked files differ from it; `UNKNOWN` outside a git checkout."""
+  try:
+    head = _git('rev-parse', '--short=12', 'HEAD')
+    if head.returncode != 0 or not head.stdout.strip():
+      return UNKNOWN
+    dirty = _git('diff', '--quiet', 'HEAD', '--').returncode == 1
+  except (OSError, subprocess.SubprocessError):
+    return UNKNOWN
+  return head.stdout.strip() + ('+dirty' if dirty else '')
+
+
+def record(folder: str, start: Optional[int] = None) -> None:
+  """Appends this start's row to <folder>/provenance.csv (rewritten atomically: a stop
+  mid-write leaves the previous rows)."""
+  rows = read(folder)
+  rows.append({'time': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'),
+               'code_version': code_version(),
+               'start': '' if start is None else str(start),
+               'command': shlex.join([os.path.basename(sys.argv[0])] + sys.argv[1:])})
+  out = io.StringIO()
+  writer = csv.DictWriter(out, FIELDS, lineterminator='\n')
+  writer.writeheader()
+  writer.writerows(rows)
+  os.makedirs(folder, exist_ok=True)
+  files.write_text(os.path.join(folder, PROVENANCE_FILE), out.getvalue())
+
+
+def read(folder: str) -> List[Dict[str, str]]:
+  """The rows of <folder>/provenance.csv, oldest first; [] without the file (a folder
+  written before it existed) or when it cannot be read."""
+  path = os.path.join(folder, PROVENANCE_FILE)
+  try:
+    with open(path, newline='', encoding='utf-8') as f:
+      return [{k: row.get(k) or '' for k in FIELDS} for row in csv.DictReader(f)]
+  except (OSError, csv.Error, UnicodeDecodeError):
+    return []
+
+
+def versions(folder: str) -> List[str]:
+  """The code versions that wrote `folder`, in the order they first ran it."""
+  return list(dict.fromkeys(row['code_version'] for row in read(folder)))
+
+
+def describe(folder: str) -> str:
+  """'code 501558b9a1c2', or 'code a (from the start), b (after round 750)' for a run resumed
+  by newer code; 'code not recorded' for a folder without provenance.csv."""
+  rows = read(folder)
+  if not rows:
+    return 'code not recorded'
+  first: Dict[str, str] = {}
+  for row in rows:
+    first.setdefault(row['code_version'], row['start'])
+  if len(first) == 1:
+    return f'code {next(iter(first))}'
+  return 'code ' + ', '.join(
+      f'{v} ({"after round " + s if s not in ("", "0") else "from the start"})'
+      for v, s in first.items())
