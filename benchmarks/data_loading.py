@@ -22,7 +22,9 @@ import platform
 import statistics
 import time
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import app, flags, logging  # noqa: E402
 

@@ -32,9 +32,9 @@ other load hits all alike. Wall and CPU seconds per episode (this process
 plus the TFF worker). Nothing here asserts speed.
 """
 
-import os
+from tff_meta.program import startup  # noqa: E402
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import app, flags  # noqa: E402
 

@@ -31,9 +31,9 @@ on the machine hits both alike. Per round: wall seconds (median [min-max])
 and CPU seconds (this process plus the TFF worker), and the ratio of medians.
 """
 
-import os
+from tff_meta.program import startup  # noqa: E402
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import app, flags  # noqa: E402
 

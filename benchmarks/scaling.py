@@ -11,9 +11,9 @@ TFF call is checked against plain TF). Prints s/round (median [min-max]),
 the ratio of medians and the CPU ratio.
 """
 
-import os
+from tff_meta.program import startup  # noqa: E402
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import app, flags  # noqa: E402
 

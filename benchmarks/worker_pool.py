@@ -23,7 +23,9 @@ same state after round 1.
 
 import os
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402

@@ -22,7 +22,9 @@ example is worth, so that small gaps are read as what they are.
 import dataclasses
 import os
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 import numpy as np  # noqa: E402

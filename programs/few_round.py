@@ -17,9 +17,9 @@ every stage from its last checkpoint (a larger --episodes extends it).
 Rounds run on a TFF worker pool (--executor/--workers/--local_workers).
 """
 
-import os
+from tff_meta.program import startup  # noqa: E402
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 

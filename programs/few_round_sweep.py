@@ -19,7 +19,9 @@ import dataclasses
 import itertools
 import os
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 

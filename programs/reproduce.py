@@ -17,7 +17,9 @@ import glob
 import json
 import os
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402

@@ -9,9 +9,9 @@ checkpoints/, config.toml, results.json. Re-running the same command after a
 kill resumes from the last checkpoint.
 """
 
-import os
+from tff_meta.program import startup  # noqa: E402
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 

@@ -9,11 +9,12 @@ process, even by SIGKILL (Linux). The trainer splits each round's clients
 across the pool with TFF's mergeable-computation context.
 """
 
-import os
 import signal
 import time
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 

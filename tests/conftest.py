@@ -3,7 +3,9 @@
 import os
 import subprocess
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 import pytest  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
