@@ -19,17 +19,23 @@ Writes to --output_dir:
 - meta_training.png: meta-train query accuracy per episode (a 50-episode
   rolling mean, averaged over seeds), for the meta-trained methods.
 
-Reads files only (no TensorFlow, no workers): a few seconds.
+Reads files only (no workers): a few seconds. It imports TensorFlow, for the
+few-round config's defaults (`fewround.config.toml_defaults`, which fill the
+keys an older config.toml lacks).
 """
 
 import os
 import sys
 
-from absl import flags
+from tff_meta.program import startup  # noqa: E402
 
-from tff_meta import run_folder
-from tff_meta.analysis import fewround_report
-from tff_meta.program import cli
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
+
+from absl import flags  # noqa: E402
+
+from tff_meta import run_folder  # noqa: E402
+from tff_meta.analysis import fewround_report  # noqa: E402
+from tff_meta.program import cli  # noqa: E402
 
 flags.DEFINE_list('runs', None, 'Comma-separated folders to search (recursively) for '
                   'programs.few_round run folders.')

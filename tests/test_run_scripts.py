@@ -55,8 +55,8 @@ def test_table2_queue_names_existing_cells(tmp_path):
   for flags in runs:
     assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
     assert set(flags) - {'config'} <= known, set(flags) - known
-  assert [f.get('weighting') for f in runs] == ['uniform', None, None]
-  assert [os.path.basename(f['config']) for f in runs[1:]] == [
+  assert [f.get('weighting') for f in runs] == [None, None, 'uniform']
+  assert [os.path.basename(f['config']) for f in runs[:2]] == [
       'table2_shakespeare_p20_maml_reduced.toml', 'table2_shakespeare_p20_fedavg_reduced.toml']
   assert len({f['output_dir'] for f in runs}) == 3
 
@@ -73,6 +73,8 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
   folders = [_flags(c[2:])['output_dir'] for c in commands]
   assert len(folders) == len(set(folders))                   # no two cells share a folder
   assert sum('noniid' in f for f in folders) == 4            # FRL and baselines, 2 seeds
+  tau = [_flags(c[2:]) for c in commands if '/frl_tau/' in _flags(c[2:])['output_dir']]
+  assert [(f['methods'], f['temperature']) for f in tau] == [('frl_distance', 'learned')] * 2
   assert all(_flags(c[2:]).get('iid') == 'false' for c in commands if 'noniid' in
              _flags(c[2:])['output_dir'])
 

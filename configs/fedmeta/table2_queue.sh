@@ -9,12 +9,13 @@
 #      with the worker's memory in metrics.csv (`worker_rss_mb`);
 #   3. seed 2 of MAML, seeds 1-2 of Meta-SGD and FedAvg(Meta), seed 2 of
 #      FedAvg (3 seeds for the 20% column; the cheaper cells first);
-#   4. the 50% and 90% columns, seed 0 (Meta-SGD and MAML first: cheaper);
-#   5. FOMAML at 20%, seeds 1-2 (Fig. 3's cost comparison);
-#   6. FedMeta(MAML) at 20%, seed 0, with uniform weighting (Algorithm 1's 1/m;
+#   4. Shakespeare 20%, the labelled reduced setting, MAML then FedAvg (about
+#      4 and 6 CPU hours a cell at commit 22e636e, RESULTS §4a);
+#   5. the 50% and 90% columns, seed 0 (Meta-SGD and MAML first: cheaper);
+#   6. FOMAML at 20%, seeds 1-2 (Fig. 3's cost comparison);
+#   7. FedMeta(MAML) at 20%, seed 0, with uniform weighting (Algorithm 1's 1/m;
 #      the configs weight by examples, as Sec. 4.2's text: issue #13 item 5;
-#      "if time allows");
-#   7. Shakespeare 20%, the labelled reduced setting, MAML then FedAvg.
+#      "if time allows").
 # Cost per cell with the machine to itself (RESULTS §4a): Meta-SGD 0.7 h,
 # MAML 1.5 h, FedAvg 2.5 h before the fused client Adam (e5e4b74, RESULTS
 # §7e), about 1 h since; sharing 2 cores with another queue, about twice.
@@ -48,10 +49,6 @@ cell 20 2 maml
 for seed in 1 2; do cell 20 "$seed" metasgd; done
 for seed in 1 2; do cell 20 "$seed" fedavg_meta; done
 cell 20 2 fedavg
-for support in 50 90; do
-  for method in metasgd maml fedavg_meta fedavg; do cell "$support" 0 "$method"; done
-done
-for seed in 1 2; do cell 20 "$seed" fomaml; done
 train_cell() {   # train_cell <label> <output folder> <config> [flags...]: one programs.train run
   local label=$1 folder=$2 config=$3; shift 3
   echo "$(date -u +%FT%TZ) start $label"
@@ -59,13 +56,15 @@ train_cell() {   # train_cell <label> <output folder> <config> [flags...]: one p
     --config="$config" --output_dir="$folder" "$@"
   echo "$(date -u +%FT%TZ) end $label (exit $?)"
 }
-
-train_cell "femnist p20 seed 0 maml, weighting uniform" "$OUT/table2_femnist_p20_maml_uniform" \
-  configs/fedmeta/table2_femnist_p20_maml.toml --weighting=uniform
-# 7. Shakespeare, 20% support, the labelled REDUCED setting (10 roles a round,
-#    stride 3; issue #13 item 4): about 17.5 CPU h for MAML, more for FedAvg
-#    (RESULTS §4a), so last, when the FEMNIST cells no longer need the cores.
+# 4. Shakespeare, 20% support, the labelled REDUCED setting (10 roles a round,
+#    stride 3; issue #13 item 4).
 for method in maml fedavg; do
   train_cell "shakespeare p20 seed 0 $method, REDUCED" "$OUT/table2_shakespeare_p20_${method}_reduced" \
     "configs/fedmeta/table2_shakespeare_p20_${method}_reduced.toml"
 done
+for support in 50 90; do
+  for method in metasgd maml fedavg_meta fedavg; do cell "$support" 0 "$method"; done
+done
+for seed in 1 2; do cell 20 "$seed" fomaml; done
+train_cell "femnist p20 seed 0 maml, weighting uniform" "$OUT/table2_femnist_p20_maml_uniform" \
+  configs/fedmeta/table2_femnist_p20_maml.toml --weighting=uniform
