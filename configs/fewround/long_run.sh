@@ -11,11 +11,11 @@
 # an uninterrupted run would; a finished cell (a DONE file) is skipped. Keep
 # EPISODES when resuming: it sets beta's decay episode (5/8 of EPISODES), so
 # another value is refused as another configuration (use a new OUT).
-# Cells, in order: per seed FRL (+/- GPAL) and fine-tuning via FedAvg + FedAvg;
-# then per seed FRL without GPAL with a learned temperature (`--temperature=learned`,
-# adopted by the rule of docs/RESULTS.md §9a: it beat the paper's classifier on
-# validation classes on 2 of 3 seeds, paired, at R = 3; the paper's classifier
-# keeps its own row); then per seed one-shot FL's fine-tuning and the personalization scheme; then
+# Cells, in order: per seed FRL (+/- GPAL), fine-tuning via FedAvg + FedAvg, and
+# FRL without GPAL with a learned temperature (`--temperature=learned`, adopted by
+# the rule of docs/RESULTS.md §9a: it beat the paper's classifier on validation
+# classes on 2 of 3 seeds, paired, at R = 3; the paper's classifier keeps its own
+# row); then per seed one-shot FL's fine-tuning and the personalization scheme; then
 # FRL + GPAL with the client-side Adam update (seed 0); last the non-IID
 # setting (20 shards, 2 per client; `--iid=false` on the same configs), per
 # seed FRL (+/- GPAL) and fine-tuning via FedAvg + FedAvg, under <out>/noniid/.
@@ -53,16 +53,14 @@ for seed in $SEEDS; do
     --server_lr_decay_episode=$((EPISODES * 5 / 8))
   cell "$OUT/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml --seed="$seed" \
     --methods=finetune_fedavg,fedavg
+  cell "$OUT/frl_tau/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml --seed="$seed" \
+    --methods=frl_distance --temperature=learned --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
 # The other baselines under the same budget, after every seed's FRL and
 # fine-tuning cells: one-shot FL's fine-tuning (it reuses that seed's FedAvg
 # pre-training: same config and seed, so the checkpoints are copied, not redone)
 # and the personalization scheme (Appendix C; a meta-trained method, so FRL's
 # validation-chosen rates; one communication round per episode).
-for seed in $SEEDS; do
-  cell "$OUT/frl_tau/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml --seed="$seed" \
-    --methods=frl_distance --temperature=learned --server_lr_decay_episode=$((EPISODES * 5 / 8))
-done
 for seed in $SEEDS; do
   one="$OUT/oneshot/seed$seed"
   if [ -f "$OUT/baselines/seed$seed/DONE" ] && [ ! -d "$one/pretrain" ]; then
