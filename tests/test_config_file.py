@@ -146,3 +146,15 @@ def test_flags_come_from_the_fields_and_refuse_old_names():
   values(['prog', '--old_rate=0.2'])
   with pytest.raises(ConfigError, match=r'^--old_rate was renamed --rate; write --rate=0.2 '):
     config_file.overrides_from_flags(values, names, Toy.RENAMED)
+
+
+def test_key_defaults_give_the_scalar_fields_defaults_as_written_and_as_toml_reads_them():
+  assert config_file.key_defaults(Toy, prefix='toy.') == {
+      'toy.name': 'toy', 'toy.steps': 3, 'toy.rate': 0.5, 'toy.on': False, 'toy.sizes': (1, 2),
+      'toy.split': (0.5, 0.5), 'toy.words': ('a',), 'toy.listed': ''}
+  as_read = config_file.key_defaults(Toy, tuples_as_lists=True)
+  assert 'data' not in as_read and as_read['sizes'] == [1, 2]
+  # what an old few-round config.toml lacks is filled from this: it must read back as written
+  defaults = fewround_config.toml_defaults()
+  written = tomllib.loads(config_file.to_toml(fewround_config.FewRoundConfig()))
+  assert {k: written[k] for k in defaults} == defaults

@@ -60,7 +60,6 @@ def test_rows_accumulate_and_describe_a_resumed_run(tmp_path, monkeypatch):
   rows = provenance.read(folder)
   assert [r['start'] for r in rows] == ['0', '750', '1350']
   assert all(r['time'].endswith('Z') and r['command'] for r in rows)
-  assert provenance.versions(folder) == ['aaaaaaaaaaaa', 'bbbbbbbbbbbb+dirty']
   assert provenance.describe(folder) == ('code aaaaaaaaaaaa (from the start), '
                                          'bbbbbbbbbbbb+dirty (after round 1350)')
   provenance.record(folder)   # a program that does not know its start

@@ -66,6 +66,17 @@ def scalar_fields(cls) -> List[dataclasses.Field]:
   return [f for f in dataclasses.fields(cls) if not is_table(f)]
 
 
+def key_defaults(cls, prefix: str = '', tuples_as_lists: bool = False) -> Dict[str, Any]:
+  """Key -> default for the scalar fields of config class `cls`, each key `prefix` + name.
+
+  A config.toml written before a key existed meant the key's default, so the
+  readers of old run folders (the reports, the few-round rerun check) fill
+  missing keys from this. `tuples_as_lists` gives tuples as TOML reads them back.
+  """
+  as_read = (lambda v: list(v) if isinstance(v, tuple) else v) if tuples_as_lists else (lambda v: v)
+  return {prefix + f.name: as_read(default_of(f)) for f in scalar_fields(cls)}
+
+
 def renamed_of(cls) -> Mapping[str, str]:
   """`cls.RENAMED`: keys a config class renamed, old name -> new name."""
   return getattr(cls, 'RENAMED', {})

@@ -79,11 +79,6 @@ def read(folder: str) -> List[Dict[str, str]]:
     return []
 
 
-def versions(folder: str) -> List[str]:
-  """The code versions that wrote `folder`, in the order they first ran it."""
-  return list(dict.fromkeys(row['code_version'] for row in read(folder)))
-
-
 def describe(folder: str) -> str:
   """'code 501558b9a1c2', or 'code a (from the start), b (after round 750)' for a run resumed
   by newer code; 'code not recorded' for a folder without provenance.csv."""

@@ -45,10 +45,8 @@ def _key_defaults() -> Dict[str, Any]:
   config field's default."""
   from tff_meta import config_file  # pylint: disable=g-import-not-at-top
   from tff_meta.program import config as program_config  # pylint: disable=g-import-not-at-top
-  out = {name: config_file.default_of(f) for name, f in program_config.TOP_LEVEL.items()}
-  out.update({f'hparams.{name}': config_file.default_of(f)
-              for name, f in program_config.HPARAMS.items()})
-  return out
+  return {**config_file.key_defaults(program_config.ExperimentConfig),
+          **config_file.key_defaults(program_config.Hparams, prefix='hparams.')}
 
 
 @dataclasses.dataclass

@@ -171,9 +171,7 @@ def toml_defaults() -> Dict[str, Any]:
   rerun check (`experiment.finished_rows`) and the report
   (`analysis.fewround_report`) fill older configs with these.
   """
-  toml_value = lambda v: list(v) if isinstance(v, tuple) else v
-  return {f.name: toml_value(config_file.default_of(f))
-          for f in config_file.scalar_fields(FewRoundConfig)}
+  return config_file.key_defaults(FewRoundConfig, tuples_as_lists=True)
 
 
 def define_flags(flags) -> None:
