@@ -3,13 +3,18 @@ r"""Re-evaluates a finished programs.train run's saved state with other evaluati
   python -m programs.evaluate --run_dir=runs/fedmeta/table2_femnist_p20_maml \
       --eval_inner_steps=0,1,5 --cache_dir=../shared/data/tff
 
+  python -m programs.evaluate --run_dir=runs/fedmeta/table2_femnist_p20_maml \
+      --cache_dir=../shared/data/tff --clients_from=leaf_femnist:../shared/data/leaf/femnist
+
 Rebuilds the run's data, clients, model and algorithm from its config.toml,
 loads a checkpoint (--round, default the newest) and scores its global
 parameters on the run's test (or validation) clients once per setting: every
 combination of --eval_inner_steps, --eval_inner_lr and --finetune_epochs (none
 given: the run's own evaluation, which repeats its eval.csv row). Nothing is
 trained and the run's files are not changed; the table goes to stdout and to
-<run_dir>/reevaluation.json and .md (or --output). See
+<run_dir>/reevaluation.json and .md (or --output). --clients_from scores the
+clients of another dataset instead of the test clients (e.g. writers the run
+never saw), each split by the run's support fraction and seed. See
 tff_meta/program/reevaluation.py.
 """
 
@@ -33,6 +38,10 @@ flags.DEFINE_string('finetune_epochs', None, 'Comma-separated FedAvg(Meta) fine-
                     '(0 = none); a FedAvg run is then scored as FedAvg(Meta).')
 flags.DEFINE_string('split', 'test', 'The clients to score: test or validation (known: the '
                     'training clients\' held-out sets, when the run keeps them).')
+flags.DEFINE_string('clients_from', None, 'Score the clients of another dataset in place of the '
+                    'test clients, as DATASET[:FOLDER], e.g. FEMNIST writers the run never saw: '
+                    'leaf_femnist:../shared/data/leaf/femnist. Each client is split into support '
+                    'and query by the run\'s support fraction and seed.')
 flags.DEFINE_integer('round', None, 'The checkpoint (round) to evaluate; default the newest.')
 flags.DEFINE_string('cache_dir', None, 'Overrides the run\'s [data].cache_dir (TFF sqlite '
                     'folder).')
@@ -49,6 +58,7 @@ def main(argv):
   values = {flag: reevaluation.parse_values(flag, getattr(FLAGS, flag))
             for flag in reevaluation.KNOBS}
   settings = reevaluation.settings(values)
+  clients_from = reevaluation.parse_clients_from(FLAGS.clients_from)
   cfg = reevaluation.load_run_config(FLAGS.run_dir, FLAGS.cache_dir)
   for setting in settings:   # bad settings stop before the data load
     reevaluation.config_for(cfg, setting)
@@ -56,7 +66,7 @@ def main(argv):
   log_dir = os.path.dirname(os.path.abspath(paths[0]))
   with executor.make_pool(FLAGS, log_dir=log_dir) as pool:
     result = reevaluation.reevaluate(cfg, FLAGS.run_dir, pool, settings, split=FLAGS.split,
-                                     round_num=FLAGS.round)
+                                     round_num=FLAGS.round, clients_from=clients_from)
   reevaluation.write(result, paths)
   print(reevaluation.markdown(result))
   print(f'Written to {paths[0]} and {paths[1]}')

@@ -8,13 +8,17 @@ byte for byte unchanged.
 import asyncio
 import csv
 import json
+import os
 import shutil
 
 import numpy as np
 import pytest
 
 from tests import helpers
+from tests.conftest import FIXTURES
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
+from tff_meta.data import protocol
+from tff_meta.data.embedded import load_digits
 from tff_meta.program import client_data, experiment, reevaluation
 
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=4', '--eval_every=2',
@@ -22,6 +26,7 @@ TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=4', 
 # The same computation on the same state and clients: the counts (accuracies) are equal; the
 # mean loss may differ in its last bits (TF's summation order).
 EXACT = ('accuracy', 'client_mean', 'client_std')
+LEAF_FEMNIST = os.path.join(FIXTURES, 'leaf', 'femnist')   # real LEAF writers (28x28, 62 classes)
 
 
 @pytest.fixture(scope='module')
@@ -89,16 +94,36 @@ def test_zero_steps_is_the_plain_global_model(runner, runs, tmp_path, tff_contex
   del tff_context
   run = runs['fedmeta_maml']
   _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=0')
-  row = result['rows'][0]
   cfg = reevaluation.load_run_config(str(run))
   data = experiment.prepare_data(cfg)
+  _assert_plain_model_scores(result['rows'][0], run, cfg, data, data.test)
+
+
+def test_clients_from_scores_every_client_of_another_dataset(runner, runs, tmp_path, tff_context):
+  """--clients_from=digits: all 100 clients of the default digits partition (the run holds
+  out 10 of its own), each split by the run's support fraction and seed, in place of the
+  test clients; checked against the plain-TF forward pass as above."""
+  del tff_context
+  run = runs['fedmeta_maml']
+  _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=0',
+                        '--clients_from=digits')
+  assert result['split'] == 'digits (100 clients)'
+  cfg = reevaluation.load_run_config(str(run))
+  data = experiment.prepare_data(cfg)
+  others = [protocol.support_query_split(arrays, cfg.support_fraction, cfg.seed, cid)
+            for cid, arrays in load_digits().clients.items()]
+  assert len(others) == 100 > len(data.test)
+  _assert_plain_model_scores(result['rows'][0], run, cfg, data, others)
+
+
+def _assert_plain_model_scores(row, run, cfg, data, clients):
   model = experiment.build_model(cfg, data)
   alg = experiment.build_algorithm(cfg, model, data)
   state, version = asyncio.run(reevaluation.load_state(alg, str(run), None))
   assert version == 4
   weights = alg.params(state)['weights']
   correct = total = loss = 0.0
-  for client in data.test:
+  for client in clients:
     ep = client_data.episode(client)
     logits = np.asarray(helpers.mlp_logits([np.asarray(w) for w in weights],
                                            np.asarray(ep['query_x'], np.float32)), np.float64)
@@ -108,7 +133,7 @@ def test_zero_steps_is_the_plain_global_model(runner, runs, tmp_path, tff_contex
     correct += float((logits.argmax(1) == y).sum())
     loss -= float(log_p[np.arange(len(y)), y].sum())
     total += len(y)
-  assert row['query_examples'] == total and row['clients'] == len(data.test)
+  assert row['query_examples'] == total and row['clients'] == len(clients)
   assert row['accuracy'] == pytest.approx(correct / total, abs=1e-12)
   assert row['loss'] == pytest.approx(loss / total, rel=1e-5)
 
@@ -156,6 +181,16 @@ def test_bad_inputs(runner, runs, tmp_path):
       ([f'--run_dir={fedavg}', '--eval_inner_steps=1', out], 'it takes --finetune_epochs'),
       ([f'--run_dir={maml}', '--split=known', out], '--split=known: this run has the splits'),
       ([f'--run_dir={maml}', f'--output={maml / "results.json"}'], "would overwrite the run's"),
+      ([f'--run_dir={maml}', '--clients_from=nope', out], "unknown dataset 'nope'; known: "),
+      ([f'--run_dir={maml}', f'--clients_from=digits:{tmp_path}', out],
+       "dataset 'digits' reads no folder; write --clients_from=digits"),
+      ([f'--run_dir={maml}', f'--clients_from=leaf_femnist:{tmp_path / "missing"}', out],
+       'missing is not a folder'),
+      ([f'--run_dir={maml}', f'--clients_from=leaf_femnist:{LEAF_FEMNIST}', out],
+       "leaf_femnist has 62 classes of shape (28, 28), but the run's model takes 10 classes of "
+       'shape (8, 8)'),
+      ([f'--run_dir={maml}', '--split=validation', '--clients_from=digits', out],
+       'drop --split'),
   ]
   before = snapshot(maml, fedavg)
   for args, expect in cases:

@@ -18,6 +18,13 @@ FedAvg run re-evaluated with `finetune_epochs` is scored as FedAvg(Meta)
 (FedMeta Sec. 4.2): that many epochs of minibatch training with the client
 optimizer on the support set, 0 = FedAvg's own evaluation (`EVALUATED_AS`).
 
+`clients_from` scores the clients of ANOTHER dataset in place of the run's
+test clients: every client of it, each split into support and query by the
+run's support fraction and seed (`protocol.support_query_split`), e.g. FEMNIST
+writers the run never saw (`leaf_femnist:../shared/data/leaf/femnist`, 31
+writers outside TFF's file; issue #13 asks for the cells on other writers).
+Its examples must have the run's shape and classes.
+
 Nothing in the run folder changes: the program writes only its own
 reevaluation.json / .md (`files.write_json`, atomically).
 """
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import itertools
 import math
 import os
@@ -35,6 +43,9 @@ import tensorflow_federated as tff
 
 from tff_meta.algorithms import ALGORITHMS, hparams as hparams_lib
 from tff_meta.analysis.tables import markdown_table, pct
+from tff_meta.data import protocol
+from tff_meta.data.registry import DATASETS, load_dataset
+from tff_meta.data.types import DataError, FederatedDataset
 from tff_meta.program import checkpoints, experiment, files
 from tff_meta.program import config as config_lib
 from tff_meta.program.config import ConfigError
@@ -135,6 +146,58 @@ def config_for(cfg: config_lib.ExperimentConfig, setting: Setting) -> config_lib
   return dataclasses.replace(cfg, algorithm=algorithm, hparams=hp)
 
 
+FOLDER_OPTIONS = ('path', 'cache_dir', 'data_dir')   # a loader's folder option, first taken
+
+
+def parse_clients_from(text: Optional[str]) -> Optional[Tuple[str, Dict[str, str]]]:
+  """'DATASET[:FOLDER]' -> (dataset, loader options); the folder goes to whichever of
+  FOLDER_OPTIONS the dataset's loader takes. None/empty: None."""
+  if not text:
+    return None
+  name, _, folder = text.partition(':')
+  if name not in DATASETS:
+    raise ConfigError(f'--clients_from={text}: unknown dataset {name!r}; known: '
+                      f'{", ".join(DATASETS.names())}.')
+  if not folder:
+    return name, {}
+  loader = DATASETS.get(name)
+  loader = loader.resolve() if hasattr(loader, 'resolve') else loader
+  takes = inspect.signature(loader).parameters
+  option = next((o for o in FOLDER_OPTIONS if o in takes), None)
+  if option is None:
+    raise ConfigError(f'--clients_from={text}: dataset {name!r} reads no folder; write '
+                      f'--clients_from={name}.')
+  if not os.path.isdir(folder):
+    raise ConfigError(f'--clients_from={text}: {folder} is not a folder.')
+  return name, {option: folder}
+
+
+def external_clients(cfg: config_lib.ExperimentConfig, model_data: protocol.ProtocolData,
+                     name: str, options: Dict[str, str]) -> List[protocol.ClientSplit]:
+  """Every client of dataset `name` with >= max(min_samples, 2) examples, split into support
+  and query as the run split its own (support fraction, seed); a ConfigError when its examples
+  are not the run's kind."""
+  try:
+    dataset = load_dataset(name, **options)
+  except DataError as e:
+    raise ConfigError(f'--clients_from: {e}') from None
+  own = model_data.dataset
+  if not isinstance(dataset, FederatedDataset):
+    raise ConfigError(f'--clients_from: {name} holds ratings, not labelled examples.')
+  if (tuple(dataset.element_shape), dataset.num_classes) != (tuple(own.element_shape),
+                                                               own.num_classes):
+    raise ConfigError(
+        f'--clients_from: {name} has {dataset.num_classes} classes of shape '
+        f'{tuple(dataset.element_shape)}, but the run\'s model takes {own.num_classes} classes of '
+        f'shape {tuple(own.element_shape)}; give a dataset of the run\'s kind.')
+  k = max(int(cfg.min_samples), 2)
+  clients = [protocol.support_query_split(arrays, cfg.support_fraction, cfg.seed, cid)
+             for cid, arrays in sorted(dataset.clients.items()) if len(arrays) >= k]
+  if not clients:
+    raise ConfigError(f'--clients_from: no client of {name} has >= {k} examples.')
+  return clients
+
+
 async def load_state(alg, run_dir: str, round_num: Optional[int]):
   root = os.path.join(run_dir, CHECKPOINTS_DIR)
   if not os.path.isdir(root):   # checked first: the state manager would create the folder
@@ -149,11 +212,21 @@ async def load_state(alg, run_dir: str, round_num: Optional[int]):
 
 
 def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: List[Setting],
-               split: str = 'test', round_num: Optional[int] = None) -> Dict[str, Any]:
-  """The run's checkpoint of `round_num` (newest: None) scored with each setting on `split`."""
+               split: str = 'test', round_num: Optional[int] = None,
+               clients_from: Optional[Tuple[str, Dict[str, str]]] = None) -> Dict[str, Any]:
+  """The run's checkpoint of `round_num` (newest: None) scored with each setting on `split`,
+  or on the clients of dataset `clients_from` = (name, loader options)."""
   configs = [config_for(cfg, s) for s in settings_]   # bad settings stop before any work
+  if clients_from is not None and split != 'test':
+    raise ConfigError(f'--split={split} and --clients_from: the other dataset\'s clients are '
+                      'scored in place of the test clients; drop --split.')
   data = experiment.prepare_data(cfg)
   model = experiment.build_model(cfg, data)
+  split_label = split
+  if clients_from is not None:
+    others = external_clients(cfg, data, *clients_from)
+    data = dataclasses.replace(data, test=others)
+    split_label = f'{clients_from[0]} ({len(others)} clients)'
   rows, state, version = [], None, None
   with tff.framework.get_context_stack().install(pool.context):
     for setting, setting_cfg in zip(settings_, configs):
@@ -181,7 +254,7 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
           client_ci95=1.96 * summary.client_std / math.sqrt(n) if n > 1 else float('nan'),
           clients=n, query_examples=summary.num_examples))
   return {'run_dir': os.path.abspath(run_dir), 'algorithm': cfg.algorithm, 'round': version,
-          'split': split, 'rows': rows}
+          'split': split_label, 'rows': rows}
 
 
 def markdown(result: Dict[str, Any]) -> str:
