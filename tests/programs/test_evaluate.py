@@ -107,7 +107,7 @@ def test_clients_from_scores_every_client_of_another_dataset(runner, runs, tmp_p
   run = runs['fedmeta_maml']
   _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=0',
                         '--clients_from=digits')
-  assert result['split'] == 'digits (100 clients)'
+  assert result['split'] == 'digits: all 100'
   cfg = reevaluation.load_run_config(str(run))
   data = experiment.prepare_data(cfg)
   others = [protocol.support_query_split(arrays, cfg.support_fraction, cfg.seed, cid)
@@ -123,6 +123,7 @@ def _assert_plain_model_scores(row, run, cfg, data, clients):
   assert version == 4
   weights = alg.params(state)['weights']
   correct = total = loss = 0.0
+  per_client = []
   for client in clients:
     ep = client_data.episode(client)
     logits = np.asarray(helpers.mlp_logits([np.asarray(w) for w in weights],
@@ -131,9 +132,12 @@ def _assert_plain_model_scores(row, run, cfg, data, clients):
     log_p = logits - logits.max(1, keepdims=True)
     log_p -= np.log(np.exp(log_p).sum(1, keepdims=True))
     correct += float((logits.argmax(1) == y).sum())
+    per_client.append(float((logits.argmax(1) == y).mean()))
     loss -= float(log_p[np.arange(len(y)), y].sum())
     total += len(y)
   assert row['query_examples'] == total and row['clients'] == len(clients)
+  assert row['client_ids'] == [c.client_id for c in clients]
+  assert row['client_accuracies'] == pytest.approx(per_client, abs=1e-12)
   assert row['accuracy'] == pytest.approx(correct / total, abs=1e-12)
   assert row['loss'] == pytest.approx(loss / total, rel=1e-5)
 
@@ -143,7 +147,7 @@ def test_fedavg_fine_tunes_as_fedavg_meta(runner, runs, tmp_path):
   rows = _eval_rows(run)
   _, result = _evaluate(runner, run, tmp_path / 'r', '--finetune_epochs=0,2')
   zero, two = result['rows']
-  assert zero['method'] == two['method'] == 'FedAvg(Meta)'
+  assert (zero['method'], two['method']) == ('FedAvg', 'FedAvg(Meta)')   # 0 epochs: FedAvg
   _assert_row(zero, rows[4])   # no fine-tuning = FedAvg's own evaluation
   assert (two['accuracy'], two['loss']) != (zero['accuracy'], zero['loss'])
 

@@ -67,6 +67,8 @@ KNOBS: Dict[str, Tuple[str, type]] = {
 # An algorithm whose state another one scores with more evaluation knobs: the same
 # training process and state, another evaluation (see the module docstring).
 EVALUATED_AS = {'fedavg': 'fedavg_meta'}
+# ... and back: fedavg_meta with finetune_epochs = 0 is scored as FedAvg, and named so.
+_UNTUNED = {v: k for k, v in EVALUATED_AS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,7 +228,7 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
   if clients_from is not None:
     others = external_clients(cfg, data, *clients_from)
     data = dataclasses.replace(data, test=others)
-    split_label = f'{clients_from[0]} ({len(others)} clients)'
+    split_label = f'{clients_from[0]}: all {len(others)}'
   rows, state, version = [], None, None
   with tff.framework.get_context_stack().install(pool.context):
     for setting, setting_cfg in zip(settings_, configs):
@@ -247,14 +249,20 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
                           f'{", ".join(splits)}.')
       summary = evaluation.summary(params, splits[split], version)
       n = len(summary.client_accuracies)
+      method = alg.display_name
+      if dict(setting.overrides).get('finetune_epochs') == 0 and alg.name in _UNTUNED:
+        method = ALGORITHMS.get(_UNTUNED[alg.name]).display_name
       rows.append(dict(
-          setting=setting.label, method=alg.display_name, **dict(setting.overrides),
+          setting=setting.label, method=method, **dict(setting.overrides),
           accuracy=summary.accuracy, loss=summary.loss, client_mean=summary.client_mean,
           client_std=summary.client_std,
           client_ci95=1.96 * summary.client_std / math.sqrt(n) if n > 1 else float('nan'),
-          clients=n, query_examples=summary.num_examples))
-  return {'run_dir': os.path.abspath(run_dir), 'algorithm': cfg.algorithm, 'round': version,
-          'split': split_label, 'rows': rows}
+          clients=n, query_examples=summary.num_examples,
+          # per client, in the split's order (JSON only): pairs two runs on the same clients
+          client_ids=[c.client_id for c in splits[split][1]],
+          client_accuracies=[float(a) for a in summary.client_accuracies]))
+  return {'run_dir': os.path.abspath(run_dir), 'algorithm': cfg.algorithm, 'seed': cfg.seed,
+          'round': version, 'split': split_label, 'rows': rows}
 
 
 def markdown(result: Dict[str, Any]) -> str:

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# FEMNIST Table 2 on writers the runs never saw (issue #13: "choices that only
+# suit the 105 shared writers will show there"). Every finished FEMNIST cell
+# that kept its checkpoints is scored, with nothing retrained, on all clients
+# of another FEMNIST set - by default LEAF's 31 writers in
+# ../shared/data/leaf/femnist, none of whom is in TFF's file - each split into
+# support and query by the cell's own support fraction and seed, and adapted
+# as the cell adapts its test writers (programs.evaluate --clients_from).
+# FedAvg and FedAvg(Meta) train the same model, so each of their cells is
+# scored both ways (--finetune_epochs=0,1: 0 = FedAvg, 1 = FedAvg(Meta)'s one
+# epoch of Table 2).
+#
+#   configs/fedmeta/other_writers.sh                       # runs/fedmeta -> runs/other_writers
+#   RUNS=/path/to/runs OTHERS=leaf_femnist:/my/leaf/femnist configs/fedmeta/other_writers.sh
+#
+# A cell already scored (its <OUT>/<cell>.json) is skipped; per-client
+# accuracies are in the JSON, so two cells of one seed pair on the same writers.
+set -u
+cd "$(dirname "$0")/../.."
+PY=${PY:-.venv/bin/python}
+RUNS=${RUNS:-runs/fedmeta}
+OUT=${OUT:-runs/other_writers}
+DATA=${DATA:-../shared/data/tff}
+OTHERS=${OTHERS:-leaf_femnist:../shared/data/leaf/femnist}
+mkdir -p "$OUT"
+for run in "$RUNS"/table2_femnist_p*; do
+  name=$(basename "$run")
+  if [ ! -f "$run/results.json" ] || [ ! -d "$run/checkpoints" ]; then
+    echo "skip $name (unfinished, or no checkpoints kept)"; continue
+  fi
+  if [ -f "$OUT/$name.json" ]; then echo "skip $name (scored)"; continue; fi
+  extra=()
+  if grep -Eq '^algorithm = "fedavg(_meta)?"' "$run/config.toml"; then extra=(--finetune_epochs=0,1); fi
+  echo "$(date -u +%FT%TZ) $name"
+  nice -n "${NICE:-10}" $PY -m programs.evaluate --run_dir="$run" --cache_dir="$DATA" \
+    --clients_from="$OTHERS" --output="$OUT/$name" "${extra[@]}" || echo "failed: $name"
+done
