@@ -72,9 +72,9 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
     assert set(flags) <= known, set(flags) - known
   folders = [_flags(c[2:])['output_dir'] for c in commands]
   assert len(folders) == len(set(folders))                   # no two cells share a folder
-  assert sum('noniid' in f for f in folders) == 4            # FRL and baselines, 2 seeds
+  assert sum('noniid' in f for f in folders) == 6            # baselines, FRL-tau, FRL; 2 seeds
   tau = [_flags(c[2:]) for c in commands if '/frl_tau/' in _flags(c[2:])['output_dir']]
-  assert [(f['methods'], f['temperature']) for f in tau] == [('frl_distance', 'learned')] * 2
+  assert [(f['methods'], f['temperature']) for f in tau] == [('frl_distance', 'learned')] * 4
   assert all(_flags(c[2:]).get('iid') == 'false' for c in commands if 'noniid' in
              _flags(c[2:])['output_dir'])
 

@@ -20,7 +20,8 @@
 # R = 3, so seed 2's bar is known a cell sooner; seeds 0-1 ran FRL first.) Then per seed one-shot FL's fine-tuning and the personalization scheme; then
 # FRL + GPAL with the client-side Adam update (seed 0); last the non-IID
 # setting (20 shards, 2 per client; `--iid=false` on the same configs), per
-# seed FRL (+/- GPAL) and fine-tuning via FedAvg + FedAvg, under <out>/noniid/.
+# seed fine-tuning via FedAvg + FedAvg, FRL with the learned temperature and
+# FRL (+/- GPAL), under <out>/noniid/.
 # Per-episode meta-train query accuracy/loss: <out>/<method>/metrics.csv and
 # tensorboard/. Results: <out>/results.md and results.json.
 #
@@ -81,8 +82,11 @@ cell "$OUT/frl_client_adam/seed$first" --config=configs/fewround/femnist62_5way_
 # The non-IID setting (issue #14: "IID and non-IID, K = 10"): the same cells and rates
 # (chosen on IID validation classes; the paper also keeps one set of rates for both).
 for seed in $SEEDS; do
-  cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
   cell "$OUT/noniid/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml \
     --iid=false --seed="$seed" --methods=finetune_fedavg,fedavg
+  cell "$OUT/noniid/frl_tau/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --iid=false --seed="$seed" --methods=frl_distance --temperature=learned \
+    --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done

@@ -20,7 +20,8 @@ def _write(folder, name, seed, rows, split='leaf_femnist: all 3'):
   (folder / f'{name}.json').write_text(json.dumps(
       {'run_dir': f'/runs/{name}', 'algorithm': 'x', 'seed': seed, 'round': 2000, 'split': split,
        'rows': [dict(setting=s, method=m, accuracy=a, client_ids=ids, client_accuracies=c,
-                     **knobs) for s, m, a, ids, c, knobs in rows]}))
+                     label=m if s == 'as run' or set(knobs) == {'finetune_epochs'} else
+                     f'{m} ({s})', **knobs) for s, m, a, ids, c, knobs in rows]}))
 
 
 @pytest.fixture

@@ -76,6 +76,7 @@ def test_own_settings_repeat_the_runs_eval_rows(runner, runs, tmp_path):
   _, result = _evaluate(runner, run, tmp_path / 'r', '--eval_inner_steps=-1,1,0,5')
   assert result['round'] == 4 and result['split'] == 'test'
   by_steps = {r['eval_inner_steps']: r for r in result['rows']}
+  assert by_steps[5]['label'] == 'FedMeta(MAML) (eval_inner_steps=5)'
   assert [r['setting'] for r in result['rows']] == [
       f'eval_inner_steps={k}' for k in (-1, 1, 0, 5)]
   _assert_row(by_steps[-1], rows[4])   # -1 = inner_steps = 1, the run's own
@@ -148,6 +149,7 @@ def test_fedavg_fine_tunes_as_fedavg_meta(runner, runs, tmp_path):
   _, result = _evaluate(runner, run, tmp_path / 'r', '--finetune_epochs=0,2')
   zero, two = result['rows']
   assert (zero['method'], two['method']) == ('FedAvg', 'FedAvg(Meta)')   # 0 epochs: FedAvg
+  assert (zero['label'], two['label']) == ('FedAvg', 'FedAvg(Meta)')
   _assert_row(zero, rows[4])   # no fine-tuning = FedAvg's own evaluation
   assert (two['accuracy'], two['loss']) != (zero['accuracy'], zero['loss'])
 
@@ -190,6 +192,8 @@ def test_bad_inputs(runner, runs, tmp_path):
        "dataset 'digits' reads no folder; write --clients_from=digits"),
       ([f'--run_dir={maml}', f'--clients_from=leaf_femnist:{tmp_path / "missing"}', out],
        'missing is not a folder'),
+      ([f'--run_dir={maml}', '--clients_from=leaf_femnist', out],
+       "dataset 'leaf_femnist' is read from a folder; write --clients_from=leaf_femnist:FOLDER"),
       ([f'--run_dir={maml}', f'--clients_from=leaf_femnist:{LEAF_FEMNIST}', out],
        "leaf_femnist has 62 classes of shape (28, 28), but the run's model takes 10 classes of "
        'shape (8, 8)'),

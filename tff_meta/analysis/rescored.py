@@ -14,10 +14,10 @@ method minus a reference method per client, paired within a seed by client
 id and pooled over the seeds both have (Student's t 95% CI), as
 `groups.paired_difference` does for a run's own test clients.
 
-A row's method is its `method`, with its setting appended unless the setting
-is the run's own ("as run") or sets only `finetune_epochs`, which picks the
-method (a FedAvg run scored with finetune_epochs = 0 / 1 is FedAvg /
-FedAvg(Meta); `reevaluation.EVALUATED_AS`).
+A row's method is its `label`: the method, with the evaluation setting
+appended unless the setting is the run's own or only picks the method (a
+FedAvg run scored with finetune_epochs = 0 / 1 is FedAvg / FedAvg(Meta);
+`reevaluation.METHOD_KNOBS`).
 
 Reads JSON files only (no TensorFlow).
 """
@@ -34,9 +34,6 @@ import numpy as np
 
 from tff_meta.analysis.tables import markdown_table, pct
 
-METHOD_KNOBS = ('finetune_epochs',)   # settings that name the method rather than vary it
-
-
 class ScoresError(ValueError):
   """A folder without scores, or a file that is not one of programs.evaluate's."""
 
@@ -50,13 +47,6 @@ class Score:
   client_ids: List[str]
   client_accuracies: np.ndarray
   source: str
-
-
-def _label(row: Dict[str, Any]) -> str:
-  knobs = [k for k in row if k in ('eval_inner_steps', 'inner_lr', 'finetune_epochs')]
-  if row['setting'] == 'as run' or set(knobs) <= set(METHOD_KNOBS):
-    return row['method']
-  return f"{row['method']} ({row['setting']})"
 
 
 def read(folder: str) -> Tuple[List[Score], str]:
@@ -73,11 +63,11 @@ def read(folder: str) -> Tuple[List[Score], str]:
       seed, rows = int(result['seed']), result['rows']
       splits.add(result['split'])
       for row in rows:
-        scores.append(Score(_label(row), seed, float(row['accuracy']), list(row['client_ids']),
+        scores.append(Score(row['label'], seed, float(row['accuracy']), list(row['client_ids']),
                             np.asarray(row['client_accuracies'], float), path))
     except (OSError, ValueError, KeyError, TypeError) as e:
       raise ScoresError(f'{path} is not a score file of programs.evaluate (this version writes '
-                        f'seed, client_ids and client_accuracies): {e!r}.') from None
+                        f'seed, label, client_ids and client_accuracies): {e!r}.') from None
   if len(splits) > 1:
     raise ScoresError(f'{folder} mixes scores on different clients ({", ".join(sorted(splits))}); '
                       'keep one folder per set of clients.')

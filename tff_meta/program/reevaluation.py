@@ -69,6 +69,9 @@ KNOBS: Dict[str, Tuple[str, type]] = {
 EVALUATED_AS = {'fedavg': 'fedavg_meta'}
 # ... and back: fedavg_meta with finetune_epochs = 0 is scored as FedAvg, and named so.
 _UNTUNED = {v: k for k, v in EVALUATED_AS.items()}
+# Knobs that choose the method rather than vary it: a row's `label` is its method alone when
+# its setting is the run's own or sets only these, else the method with its setting.
+METHOD_KNOBS = frozenset({'finetune_epochs'})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,12 +163,15 @@ def parse_clients_from(text: Optional[str]) -> Optional[Tuple[str, Dict[str, str
   if name not in DATASETS:
     raise ConfigError(f'--clients_from={text}: unknown dataset {name!r}; known: '
                       f'{", ".join(DATASETS.names())}.')
-  if not folder:
-    return name, {}
   loader = DATASETS.get(name)
   loader = loader.resolve() if hasattr(loader, 'resolve') else loader
   takes = inspect.signature(loader).parameters
   option = next((o for o in FOLDER_OPTIONS if o in takes), None)
+  if not folder:
+    if option is not None and takes[option].default is inspect.Parameter.empty:
+      raise ConfigError(f'--clients_from={text}: dataset {name!r} is read from a folder; write '
+                        f'--clients_from={name}:FOLDER.')
+    return name, {}
   if option is None:
     raise ConfigError(f'--clients_from={text}: dataset {name!r} reads no folder; write '
                       f'--clients_from={name}.')
@@ -252,8 +258,10 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
       method = alg.display_name
       if dict(setting.overrides).get('finetune_epochs') == 0 and alg.name in _UNTUNED:
         method = ALGORITHMS.get(_UNTUNED[alg.name]).display_name
+      plain = {name for name, _ in setting.overrides} <= METHOD_KNOBS
       rows.append(dict(
-          setting=setting.label, method=method, **dict(setting.overrides),
+          setting=setting.label, method=method,
+          label=method if plain else f'{method} ({setting.label})', **dict(setting.overrides),
           accuracy=summary.accuracy, loss=summary.loss, client_mean=summary.client_mean,
           client_std=summary.client_std,
           client_ci95=1.96 * summary.client_std / math.sqrt(n) if n > 1 else float('nan'),
