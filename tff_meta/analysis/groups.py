@@ -202,6 +202,14 @@ def late_gain_row(group: Group) -> Optional[Dict[str, Any]]:
               last_quarter_std=level_std, late_gain=gain, late_gain_std=gain_std)
 
 
+def t_ci95(d: np.ndarray) -> float:
+  """Half-width of the 95% CI of the mean of `d` (Student's t); nan for fewer than 2 values."""
+  if len(d) < 2:
+    return float('nan')
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  return float(stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d)))
+
+
 def paired_difference(runs: Sequence[Run], reference: Sequence[Run]) -> Optional[Dict[str, Any]]:
   """`runs` minus `reference` runs per test client, in points, pooled over the seeds both ran.
 
@@ -226,10 +234,7 @@ def paired_difference(runs: Sequence[Run], reference: Sequence[Run]) -> Optional
     return None
   d = np.concatenate(diffs)
   d = d[np.isfinite(d)]
-  half = float('nan')
-  if len(d) > 1:
-    from scipy import stats  # pylint: disable=g-import-not-at-top
-    half = float(stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d)))
+  half = t_ci95(d)
   return dict(vs_reference=float(np.mean(d)), vs_reference_ci95=half,
               vs_reference_clients=int(len(d)), vs_reference_seeds=len(seeds))
 

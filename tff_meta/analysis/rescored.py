@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tff_meta.analysis.groups import t_ci95
 from tff_meta.analysis.tables import markdown_table, pct
 
 class ScoresError(ValueError):
@@ -88,11 +89,7 @@ def paired(scores: Sequence[Score], reference: Sequence[Score]) -> Optional[Dict
   if not diffs:
     return None
   d = np.asarray(diffs)
-  half = float('nan')
-  if len(d) > 1:
-    from scipy import stats  # pylint: disable=g-import-not-at-top
-    half = float(stats.t.ppf(0.975, len(d) - 1) * np.std(d, ddof=1) / np.sqrt(len(d)))
-  return dict(diff=float(d.mean()), ci95=half, clients=len(d), seeds=seeds)
+  return dict(diff=float(d.mean()), ci95=t_ci95(d), clients=len(d), seeds=seeds)
 
 
 def summarize(scores: Sequence[Score], reference: Optional[str] = 'FedAvg') -> List[Dict[str, Any]]:
