@@ -14,7 +14,9 @@ given: the run's own evaluation, which repeats its eval.csv row). Nothing is
 trained and the run's files are not changed; the table goes to stdout and to
 <run_dir>/reevaluation.json and .md (or --output). --clients_from scores the
 clients of another dataset instead of the test clients (e.g. writers the run
-never saw), each split by the run's support fraction and seed. See
+never saw), each split by the run's support fraction and seed; --support_fraction
+splits the scored clients at another fraction (FedAvg trained once gives every
+support column). See
 tff_meta/program/reevaluation.py.
 """
 
@@ -42,6 +44,10 @@ flags.DEFINE_string('clients_from', None, 'Score the clients of another dataset 
                     'test clients, as DATASET[:FOLDER], e.g. FEMNIST writers the run never saw: '
                     'leaf_femnist:../shared/data/leaf/femnist. Each client is split into support '
                     'and query by the run\'s support fraction and seed.')
+flags.DEFINE_float('support_fraction', None, 'Split the scored clients at this support fraction '
+                   'instead of the run\'s, e.g. 0.5: a FedAvg or FedAvg(Meta) run at 20% then '
+                   'gives the 50% cell (their training reads all of a client\'s data); a '
+                   'meta-learner\'s rows are labelled as trained at another fraction.')
 flags.DEFINE_integer('round', None, 'The checkpoint (round) to evaluate; default the newest.')
 flags.DEFINE_string('cache_dir', None, 'Overrides the run\'s [data].cache_dir (TFF sqlite '
                     'folder).')
@@ -59,6 +65,7 @@ def main(argv):
             for flag in reevaluation.KNOBS}
   settings = reevaluation.settings(values)
   clients_from = reevaluation.parse_clients_from(FLAGS.clients_from)
+  support_fraction = reevaluation.parse_support_fraction(FLAGS.support_fraction)
   cfg = reevaluation.load_run_config(FLAGS.run_dir, FLAGS.cache_dir)
   for setting in settings:   # bad settings stop before the data load
     reevaluation.config_for(cfg, setting)
@@ -66,7 +73,8 @@ def main(argv):
   log_dir = os.path.dirname(os.path.abspath(paths[0]))
   with executor.make_pool(FLAGS, log_dir=log_dir) as pool:
     result = reevaluation.reevaluate(cfg, FLAGS.run_dir, pool, settings, split=FLAGS.split,
-                                     round_num=FLAGS.round, clients_from=clients_from)
+                                     round_num=FLAGS.round, clients_from=clients_from,
+                                     support_fraction=support_fraction)
   reevaluation.write(result, paths)
   print(reevaluation.markdown(result))
   print(f'Written to {paths[0]} and {paths[1]}')

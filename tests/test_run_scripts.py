@@ -1,4 +1,4 @@
-"""The long-run scripts (configs/fedmeta/table2_queue.sh, configs/fewround/long_run.sh), dry-run.
+"""The long-run and scoring scripts of configs/fedmeta and configs/fewround, dry-run.
 
 They run for many sessions in the background, so a typo in a cell costs a
 session of compute. Each script runs here with PY=echo: every cell's
@@ -43,13 +43,15 @@ def test_table2_queue_names_existing_cells(tmp_path):
   commands = _dry_run('configs/fedmeta/table2_queue.sh', tmp_path, OUT=str(tmp_path / 'out'))
   reproduce = [c for c in commands if c[1] == 'programs.reproduce']
   train = [c for c in commands if c[1] == 'programs.train']
-  assert len(reproduce) >= 20 and len(train) == 3
+  assert len(reproduce) == 15 and len(train) == 3
   for command in reproduce:
     flags = _flags(command[2:])
     assert set(flags) <= {'progress', 'datasets', 'cache_dir', 'output_root', 'supports',
                           'seeds', 'methods'}, flags
     cell = f"table2_{flags['datasets']}_p{flags['supports']}_{flags['methods']}.toml"
     assert os.path.exists(os.path.join(ROOT, 'configs/fedmeta', cell)), cell
+    # FedAvg's and FedAvg(Meta)'s other columns are scored from the 20% runs (other_supports.sh)
+    assert flags['supports'] == '20' or not flags['methods'].startswith('fedavg'), flags
   known = {*program_config.TOP_LEVEL, *program_config.HPARAMS, 'cache_dir', 'progress'}
   runs = [_flags(c[2:]) for c in train]
   for flags in runs:
@@ -79,7 +81,65 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
              _flags(c[2:])['output_dir'])
 
 
+def _fake_runs(root, cells):
+  """Run folders as programs.train leaves them: cell name -> algorithm; a name ending in '!'
+  is unfinished."""
+  for name, algorithm in cells.items():
+    run = root / name.rstrip('!')
+    (run / 'checkpoints').mkdir(parents=True)
+    (run / 'config.toml').write_text(f'algorithm = "{algorithm}"\n')
+    if not name.endswith('!'):
+      (run / 'results.json').write_text('{}')
+
+
+CELLS = {'table2_femnist_p20_fedavg_meta': 'fedavg_meta',              # seed 0: no FedAvg run
+         'table2_femnist_p20_fedavg_meta_seed1': 'fedavg_meta',
+         'table2_femnist_p20_fedavg_seed1': 'fedavg',
+         'table2_femnist_p20_fedavg_meta_seed2!': 'fedavg_meta',       # still training
+         'table2_femnist_p20_maml': 'fedmeta_maml',
+         'table2_femnist_p50_maml': 'fedmeta_maml'}
+
+
+def _evaluations(commands):
+  """output name -> the flags of its programs.evaluate command."""
+  assert all(c[1] == 'programs.evaluate' for c in commands)
+  return {os.path.basename(_flags(c[2:])['output']): _flags(c[2:]) for c in commands}
+
+
+def test_other_supports_rescores_fedavg_family_from_20_percent(tmp_path):
+  _fake_runs(tmp_path / 'runs', CELLS)
+  runs = _evaluations(_dry_run('configs/fedmeta/other_supports.sh', tmp_path,
+                               RUNS=str(tmp_path / 'runs'), OUT=str(tmp_path / 'out')))
+  both, own = {'finetune_epochs': '0,1'}, {}
+  expected = {}
+  for p in ('20', '50', '90'):
+    extra = {} if p == '20' else {'support_fraction': str(int(p) / 100)}
+    expected.update({f'table2_femnist_p{p}_fedavg_meta': {**both, **extra},
+                     f'table2_femnist_p{p}_fedavg_meta_seed1': {**own, **extra},
+                     f'table2_femnist_p{p}_fedavg_seed1': {'finetune_epochs': '0', **extra}})
+  expected['table2_femnist_p20_maml'] = expected['table2_femnist_p50_maml'] = own
+  assert set(runs) == set(expected)
+  for name, flags in runs.items():
+    knobs = {k: v for k, v in flags.items() if k in ('finetune_epochs', 'support_fraction')}
+    assert knobs == expected[name], name
+    trained = name if 'maml' in name else re.sub(r'_p\d+_', '_p20_', name)
+    assert flags['run_dir'].endswith('/' + trained), (name, flags['run_dir'])
+
+
+def test_other_writers_scores_each_finished_cell_as_its_method(tmp_path):
+  _fake_runs(tmp_path / 'runs', CELLS)
+  runs = _evaluations(_dry_run('configs/fedmeta/other_writers.sh', tmp_path,
+                               RUNS=str(tmp_path / 'runs'), OUT=str(tmp_path / 'out')))
+  assert {n: f.get('finetune_epochs') for n, f in runs.items()} == {
+      'table2_femnist_p20_fedavg_meta': '0,1', 'table2_femnist_p20_fedavg_meta_seed1': None,
+      'table2_femnist_p20_fedavg_seed1': '0', 'table2_femnist_p20_maml': None,
+      'table2_femnist_p50_maml': None}
+  assert all(f['clients_from'].startswith('leaf_femnist:') for f in runs.values())
+
+
 @pytest.mark.parametrize('script', ['configs/fedmeta/table2_queue.sh',
+                                    'configs/fedmeta/other_supports.sh',
+                                    'configs/fedmeta/other_writers.sh',
                                     'configs/fewround/long_run.sh'])
 def test_scripts_are_executable(script):
   assert os.access(os.path.join(ROOT, script), os.X_OK)

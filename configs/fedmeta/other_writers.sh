@@ -6,10 +6,8 @@
 # ../shared/data/leaf/femnist, none of whom is in TFF's file - each split into
 # support and query by the cell's own support fraction and seed, and adapted
 # as the cell adapts its test writers (programs.evaluate --clients_from).
-# FedAvg and FedAvg(Meta) train the same model (the same config but for the
-# evaluation), so each of their cells is scored as its own method, and both
-# ways (--finetune_epochs=0,1: 0 = FedAvg, 1 = FedAvg(Meta)'s one epoch of
-# Table 2) where the same seed's other cell kept no checkpoints.
+# FedAvg and FedAvg(Meta) cells are scored as their own methods, or one
+# model both ways where the seed's other cell is missing (fedavg_scoring.sh).
 #
 #   configs/fedmeta/other_writers.sh                       # runs/fedmeta -> runs/other_writers
 #   RUNS=/path/to/runs OTHERS=leaf_femnist:/my/leaf/femnist configs/fedmeta/other_writers.sh
@@ -23,24 +21,14 @@ RUNS=${RUNS:-runs/fedmeta}
 OUT=${OUT:-runs/other_writers}
 DATA=${DATA:-../shared/data/tff}
 OTHERS=${OTHERS:-leaf_femnist:../shared/data/leaf/femnist}
+. configs/fedmeta/fedavg_scoring.sh
 mkdir -p "$OUT"
 for run in "$RUNS"/table2_femnist_p*; do
   name=$(basename "$run")
-  if [ ! -f "$run/results.json" ] || [ ! -d "$run/checkpoints" ]; then
-    echo "skip $name (unfinished, or no checkpoints kept)"; continue
-  fi
+  if ! scorable "$run"; then echo "skip $name (unfinished, or no checkpoints kept)"; continue; fi
   if [ -f "$OUT/$name.json" ]; then echo "skip $name (scored)"; continue; fi
-  extra=()
-  sibling=""
-  if grep -q '^algorithm = "fedavg"' "$run/config.toml"; then
-    extra=(--finetune_epochs=0); sibling="$RUNS/${name/_fedavg/_fedavg_meta}"
-  elif grep -q '^algorithm = "fedavg_meta"' "$run/config.toml"; then
-    sibling="$RUNS/${name/_fedavg_meta/_fedavg}"
-  fi
-  if [ -n "$sibling" ] && { [ ! -f "$sibling/results.json" ] || [ ! -d "$sibling/checkpoints" ]; }; then
-    extra=(--finetune_epochs=0,1)   # the seed's other cell is missing: this model stands for both
-  fi
   echo "$(date -u +%FT%TZ) $name"
   nice -n "${NICE:-10}" $PY -m programs.evaluate --run_dir="$run" --cache_dir="$DATA" \
-    --clients_from="$OTHERS" --output="$OUT/$name" "${extra[@]}" || echo "failed: $name"
+    --clients_from="$OTHERS" --output="$OUT/$name" $(fedavg_flags "$RUNS" "$name") \
+    || echo "failed: $name"
 done

@@ -16,9 +16,10 @@ from tff_meta.analysis import rescored
 IDS = ['w1', 'w2', 'w3']
 
 
-def _write(folder, name, seed, rows, split='leaf_femnist: all 3'):
+def _write(folder, name, seed, rows, split='leaf_femnist: all 3', **extra):
   (folder / f'{name}.json').write_text(json.dumps(
       {'run_dir': f'/runs/{name}', 'algorithm': 'x', 'seed': seed, 'round': 2000, 'split': split,
+       **extra,
        'rows': [dict(setting=s, method=m, accuracy=a, client_ids=ids, client_accuracies=c,
                      label=m if s == 'as run' or set(knobs) == {'finetune_epochs'} else
                      f'{m} ({s})', **knobs) for s, m, a, ids, c, knobs in rows]}))
@@ -67,6 +68,11 @@ def test_bad_folders(tmp_path, folder):
     rescored.read(str(tmp_path / 'fedavg_s0.json.d'))
   _write(folder, 'other', 2, [('as run', 'FedAvg', 0.5, IDS, [.5] * 3, {})], split='digits: all 3')
   with pytest.raises(rescored.ScoresError, match='mixes scores on different clients'):
+    rescored.read(str(folder))
+  # the same writers split at another support fraction: other query sets
+  _write(folder, 'other', 2, [('as run', 'FedAvg', 0.5, IDS, [.5] * 3, {})], support_fraction=0.5)
+  with pytest.raises(rescored.ScoresError, match=r'leaf_femnist: all 3, leaf_femnist: all 3, '
+                     r'support 50%\)'):
     rescored.read(str(folder))
   (folder / 'other.json').write_text('{"rows": []}')
   with pytest.raises(rescored.ScoresError, match='other.json is not a score file'):

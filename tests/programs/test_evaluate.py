@@ -117,6 +117,32 @@ def test_clients_from_scores_every_client_of_another_dataset(runner, runs, tmp_p
   _assert_plain_model_scores(result['rows'][0], run, cfg, data, others)
 
 
+def test_support_fraction_splits_the_scored_clients_anew(runner, runs, tmp_path, tff_context):
+  """--support_fraction=0.5 on the 20% FedAvg run: the same test clients, each split at 50% as a
+  50% run splits them (checked against the plain-TF forward pass on those query sets); FedAvg
+  trains on all of a client's data, so its label stays plain, while a meta-learner's row says
+  at which fraction it was trained."""
+  del tff_context
+  run = runs['fedavg']
+  _, result = _evaluate(runner, run, tmp_path / 'r', '--finetune_epochs=0,1',
+                        '--support_fraction=0.5')
+  assert (result['support_fraction'], result['trained_support_fraction']) == (0.5, 0.2)
+  assert result['split'] == 'test'
+  plain, tuned = result['rows']
+  assert (plain['label'], tuned['label']) == ('FedAvg', 'FedAvg(Meta)')
+  cfg = reevaluation.load_run_config(str(run))
+  data = experiment.prepare_data(cfg)
+  resplit = [protocol.support_query_split(data.dataset.clients[c.client_id], 0.5, cfg.seed,
+                                         c.client_id) for c in data.test]
+  assert [len(c.query) for c in resplit] != [len(c.query) for c in data.test]
+  _assert_plain_model_scores(plain, run, cfg, data, resplit)
+  assert 'test clients, support 50% (trained at 20%)' in reevaluation.markdown(result)
+  _, own = _evaluate(runner, run, tmp_path / 'own', '--finetune_epochs=1')
+  assert own['rows'][0]['query_examples'] > tuned['query_examples']
+  _, maml = _evaluate(runner, runs['fedmeta_maml'], tmp_path / 'm', '--support_fraction=0.5')
+  assert maml['rows'][0]['label'] == 'FedMeta(MAML) [trained at 20% support]'
+
+
 def _assert_plain_model_scores(row, run, cfg, data, clients):
   model = experiment.build_model(cfg, data)
   alg = experiment.build_algorithm(cfg, model, data)
@@ -199,6 +225,8 @@ def test_bad_inputs(runner, runs, tmp_path):
        'shape (8, 8)'),
       ([f'--run_dir={maml}', '--split=validation', '--clients_from=digits', out],
        'drop --split'),
+      ([f'--run_dir={fedavg}', '--support_fraction=1', out], '--support_fraction=1 is not in (0, 1)'),
+      ([f'--run_dir={fedavg}', '--support_fraction=nan', out], 'is not in (0, 1)'),
   ]
   before = snapshot(maml, fedavg)
   for args, expect in cases:

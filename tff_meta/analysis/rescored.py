@@ -62,7 +62,8 @@ def read(folder: str) -> Tuple[List[Score], str]:
       with open(path, encoding='utf-8') as f:
         result = json.load(f)
       seed, rows = int(result['seed']), result['rows']
-      splits.add(result['split'])
+      support = result.get('support_fraction')   # absent in files of older versions
+      splits.add(result['split'] + (f', support {support:.0%}' if support is not None else ''))
       for row in rows:
         scores.append(Score(row['label'], seed, float(row['accuracy']), list(row['client_ids']),
                             np.asarray(row['client_accuracies'], float), path))

@@ -25,6 +25,17 @@ writers the run never saw (`leaf_femnist:../shared/data/leaf/femnist`, 31
 writers outside TFF's file; issue #13 asks for the cells on other writers).
 Its examples must have the run's shape and classes.
 
+`support_fraction` splits the scored clients (test, validation or
+`clients_from`) at another support fraction than the run's. The client
+partition does not depend on it (`protocol.prepare` draws it from the seed
+alone) and each client's permutation is seeded by (seed, client), so the
+split is exactly the one a run at that fraction evaluates on. FedAvg and
+FedAvg(Meta) train on all of a training client's data (`client_data.full`),
+so their training does not read the fraction either: a 20% run scored at 50%
+is a 50% cell up to the order of each client's shuffled data. A meta-learner's
+training episodes do read it, so its rows are a mismatched evaluation
+(trained at one fraction, tested at another), labelled as such.
+
 Nothing in the run folder changes: the program writes only its own
 reevaluation.json / .md (`files.write_json`, atomically).
 """
@@ -219,15 +230,33 @@ async def load_state(alg, run_dir: str, round_num: Optional[int]):
   return state, version
 
 
+def parse_support_fraction(value: Optional[float]) -> Optional[float]:
+  """--support_fraction: None (the run's own) or a number in (0, 1); a ConfigError otherwise."""
+  if value is None:
+    return None
+  if not (math.isfinite(value) and 0.0 < value < 1.0):
+    raise ConfigError(f'--support_fraction={value:g} is not in (0, 1); give the fraction of each '
+                      'client\'s examples that adapts, e.g. --support_fraction=0.5.')
+  return float(value)
+
+
+TRAINS_ON_ALL_DATA = frozenset({'fedavg', 'fedavg_meta'})   # `client_data.full`: no fraction read
+
+
 def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: List[Setting],
                split: str = 'test', round_num: Optional[int] = None,
-               clients_from: Optional[Tuple[str, Dict[str, str]]] = None) -> Dict[str, Any]:
+               clients_from: Optional[Tuple[str, Dict[str, str]]] = None,
+               support_fraction: Optional[float] = None) -> Dict[str, Any]:
   """The run's checkpoint of `round_num` (newest: None) scored with each setting on `split`,
-  or on the clients of dataset `clients_from` = (name, loader options)."""
+  or on the clients of dataset `clients_from` = (name, loader options), each client split at
+  `support_fraction` (None: the run's own)."""
   configs = [config_for(cfg, s) for s in settings_]   # bad settings stop before any work
   if clients_from is not None and split != 'test':
     raise ConfigError(f'--split={split} and --clients_from: the other dataset\'s clients are '
                       'scored in place of the test clients; drop --split.')
+  trained_fraction = cfg.support_fraction
+  if support_fraction is not None:
+    cfg = dataclasses.replace(cfg, support_fraction=support_fraction)
   data = experiment.prepare_data(cfg)
   model = experiment.build_model(cfg, data)
   split_label = split
@@ -235,6 +264,7 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
     others = external_clients(cfg, data, *clients_from)
     data = dataclasses.replace(data, test=others)
     split_label = f'{clients_from[0]}: all {len(others)}'
+  mismatched = cfg.support_fraction != trained_fraction
   rows, state, version = [], None, None
   with tff.framework.get_context_stack().install(pool.context):
     for setting, setting_cfg in zip(settings_, configs):
@@ -259,9 +289,11 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
       if dict(setting.overrides).get('finetune_epochs') == 0 and alg.name in _UNTUNED:
         method = ALGORITHMS.get(_UNTUNED[alg.name]).display_name
       plain = {name for name, _ in setting.overrides} <= METHOD_KNOBS
+      label = method if plain else f'{method} ({setting.label})'
+      if mismatched and cfg.algorithm not in TRAINS_ON_ALL_DATA:
+        label += f' [trained at {trained_fraction:.0%} support]'
       rows.append(dict(
-          setting=setting.label, method=method,
-          label=method if plain else f'{method} ({setting.label})', **dict(setting.overrides),
+          setting=setting.label, method=method, label=label, **dict(setting.overrides),
           accuracy=summary.accuracy, loss=summary.loss, client_mean=summary.client_mean,
           client_std=summary.client_std,
           client_ci95=1.96 * summary.client_std / math.sqrt(n) if n > 1 else float('nan'),
@@ -270,7 +302,8 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
           client_ids=[c.client_id for c in splits[split][1]],
           client_accuracies=[float(a) for a in summary.client_accuracies]))
   return {'run_dir': os.path.abspath(run_dir), 'algorithm': cfg.algorithm, 'seed': cfg.seed,
-          'round': version, 'split': split_label, 'rows': rows}
+          'round': version, 'split': split_label, 'support_fraction': cfg.support_fraction,
+          'trained_support_fraction': trained_fraction, 'rows': rows}
 
 
 def markdown(result: Dict[str, Any]) -> str:
@@ -281,8 +314,12 @@ def markdown(result: Dict[str, Any]) -> str:
            f'{pct(100 * r["client_mean"])} ± {pct(100 * r["client_ci95"])}',
            pct(100 * r['client_std']), f'{r["loss"]:.4f}', r['clients'], r['query_examples']]
           for r in result['rows']]
+  support = result.get('support_fraction')
+  trained = result.get('trained_support_fraction', support)
   title = (f'Re-evaluation of {result["run_dir"]} ({result["algorithm"]}), checkpoint of round '
-           f'{result["round"]}, {result["split"]} clients')
+           f'{result["round"]}, {result["split"]} clients'
+           + (f', support {support:.0%}' if support is not None else '')
+           + (f' (trained at {trained:.0%})' if trained != support else ''))
   return f'{title}\n\n{markdown_table(header, body)}\n'
 
 
