@@ -17,17 +17,18 @@
 # 2 of 3 seeds, paired, at R = 3), and the paper's FRL (+/- GPAL, its own
 # classifier). (Since 2026-11-27 the reference and the learned temperature come
 # first: on seed 0's test episodes that variant led fine-tuning by 10.6 points at
-# R = 3, so seed 2's bar is known a cell sooner; seeds 0-1 ran FRL first.) Then per seed one-shot FL's fine-tuning and the personalization scheme; then
-# FRL + GPAL with the client-side Adam update (seed 0); last the non-IID
+# R = 3, so seed 2's bar is known a cell sooner; seeds 0-1 ran FRL first.) Then per seed one-shot FL's fine-tuning and the personalization scheme; then the non-IID
 # setting (20 shards, 2 per client; `--iid=false` on the same configs), per
 # seed fine-tuning via FedAvg + FedAvg, FRL with the learned temperature and
-# FRL (+/- GPAL), under <out>/noniid/.
+# FRL (+/- GPAL), under <out>/noniid/; last (since 2026-11-27: a diagnostic,
+# not one of the issue's cells) FRL + GPAL with the client-side Adam update
+# (seed 0).
 # Per-episode meta-train query accuracy/loss: <out>/<method>/metrics.csv and
 # tensorboard/. Results: <out>/results.md and results.json.
 #
 # FRL runs with its own validation-chosen rates (femnist62_5way_iid_frl.toml:
 # alpha 0.003, E 5, server_adam, beta 1e-4; docs/RESULTS.md §9a); the
-# baselines keep theirs (alpha 0.003, E 5 from the FedAvg sweep, RESULTS §9),
+# baselines keep theirs (alpha 0.003, E 5 from the FedAvg sweep, RESULTS §9b),
 # each with EPISODES * (R + 1) rounds of pre-training for finetune_fedavg.
 set -u
 cd "$(dirname "$0")/../.."
@@ -74,11 +75,6 @@ for seed in $SEEDS; do
   cell "$OUT/personalized/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
     --seed="$seed" --methods=personalized --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
-# the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
-first=${SEEDS%% *}
-cell "$OUT/frl_client_adam/seed$first" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-  --seed="$first" --meta_update=client_adam --methods=frl_distance_gpal \
-  --server_lr_decay_episode=$((EPISODES * 5 / 8))
 # The non-IID setting (issue #14: "IID and non-IID, K = 10"): the same cells and rates
 # (chosen on IID validation classes; the paper also keeps one set of rates for both).
 for seed in $SEEDS; do
@@ -90,3 +86,8 @@ for seed in $SEEDS; do
   cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
     --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
+# the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
+first=${SEEDS%% *}
+cell "$OUT/frl_client_adam/seed$first" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+  --seed="$first" --meta_update=client_adam --methods=frl_distance_gpal \
+  --server_lr_decay_episode=$((EPISODES * 5 / 8))

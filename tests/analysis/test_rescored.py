@@ -71,8 +71,8 @@ def test_bad_folders(tmp_path, folder):
     rescored.read(str(folder))
   # the same writers split at another support fraction: other query sets
   _write(folder, 'other', 2, [('as run', 'FedAvg', 0.5, IDS, [.5] * 3, {})], support_fraction=0.5)
-  with pytest.raises(rescored.ScoresError, match=r'leaf_femnist: all 3, leaf_femnist: all 3, '
-                     r'support 50%\)'):
+  with pytest.raises(rescored.ScoresError, match=r'\(leaf_femnist: all 3, leaf_femnist: all 3, '
+                     r'support 50%\); .* 3 file\(s\) predate the support fraction.s record'):
     rescored.read(str(folder))
   (folder / 'other.json').write_text('{"rows": []}')
   with pytest.raises(rescored.ScoresError, match='other.json is not a score file'):

@@ -56,7 +56,7 @@ def read(folder: str) -> Tuple[List[Score], str]:
   if not paths:
     raise ScoresError(f'{folder} holds no *.json; write scores there with programs.evaluate '
                       '--output=<folder>/<name> (configs/fedmeta/other_writers.sh).')
-  scores, splits = [], set()
+  scores, splits, unrecorded = [], set(), 0
   for path in paths:
     try:
       with open(path, encoding='utf-8') as f:
@@ -64,6 +64,7 @@ def read(folder: str) -> Tuple[List[Score], str]:
       seed, rows = int(result['seed']), result['rows']
       support = result.get('support_fraction')   # absent in files of older versions
       splits.add(result['split'] + (f', support {support:.0%}' if support is not None else ''))
+      unrecorded += support is None
       for row in rows:
         scores.append(Score(row['label'], seed, float(row['accuracy']), list(row['client_ids']),
                             np.asarray(row['client_accuracies'], float), path))
@@ -71,8 +72,10 @@ def read(folder: str) -> Tuple[List[Score], str]:
       raise ScoresError(f'{path} is not a score file of programs.evaluate (this version writes '
                         f'seed, label, client_ids and client_accuracies): {e!r}.') from None
   if len(splits) > 1:
+    again = (f' {unrecorded} file(s) predate the support fraction\'s record: score them again.'
+             if 0 < unrecorded < len(paths) else '')
     raise ScoresError(f'{folder} mixes scores on different clients ({", ".join(sorted(splits))}); '
-                      'keep one folder per set of clients.')
+                      f'keep one folder per set of clients.{again}')
   return scores, splits.pop()
 
 
