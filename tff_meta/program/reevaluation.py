@@ -240,9 +240,6 @@ def parse_support_fraction(value: Optional[float]) -> Optional[float]:
   return float(value)
 
 
-TRAINS_ON_ALL_DATA = frozenset({'fedavg', 'fedavg_meta'})   # `client_data.full`: no fraction read
-
-
 def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: List[Setting],
                split: str = 'test', round_num: Optional[int] = None,
                clients_from: Optional[Tuple[str, Dict[str, str]]] = None,
@@ -290,7 +287,7 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
         method = ALGORITHMS.get(_UNTUNED[alg.name]).display_name
       plain = {name for name, _ in setting.overrides} <= METHOD_KNOBS
       label = method if plain else f'{method} ({setting.label})'
-      if mismatched and cfg.algorithm not in TRAINS_ON_ALL_DATA:
+      if mismatched and alg.train_data != 'full':   # its training episodes read the fraction
         label += f' [trained at {trained_fraction:.0%} support]'
       rows.append(dict(
           setting=setting.label, method=method, label=label, **dict(setting.overrides),
