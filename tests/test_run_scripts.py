@@ -1,4 +1,4 @@
-"""The long-run and scoring scripts of configs/fedmeta and configs/fewround, dry-run.
+"""The long-run, scoring and selection scripts of configs/, dry-run.
 
 They run for many sessions in the background, so a typo in a cell costs a
 session of compute. Each script runs here with PY=echo: every cell's
@@ -137,9 +137,30 @@ def test_other_writers_scores_each_finished_cell_as_its_method(tmp_path):
   assert all(f['clients_from'].startswith('leaf_femnist:') for f in runs.values())
 
 
+def test_report003_selection_sweeps_known_keys_of_existing_algorithms(tmp_path):
+  from tff_meta.algorithms import ALGORITHMS  # pylint: disable=g-import-not-at-top
+  commands = _dry_run('configs/report003/select_femnist_digits.sh', tmp_path,
+                      OUT=str(tmp_path / 'out'))
+  known = {*program_config.TOP_LEVEL, *program_config.HPARAMS}
+  swept = []
+  for command in commands:
+    assert command[1] == 'programs.sweep'
+    flags = _flags(command[2:])
+    assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
+    assert flags['seeds'] == '0,1,2'   # the selection averages 3 seeds' validation clients
+    ALGORITHMS.get(flags['algorithm'])
+    keys = {item.split('=')[0] for item in flags['grid'].split(';')}
+    assert keys <= known, keys - known
+    swept.append(flags['algorithm'])
+  assert len(set(flags['output_dir'] for flags in map(lambda c: _flags(c[2:]), commands))) == 6
+  assert swept == ['fedavg', 'fedavg_meta', 'fedper', 'lg_fedavg', 'fedmeta_maml',
+                   'fedmeta_metasgd']
+
+
 @pytest.mark.parametrize('script', ['configs/fedmeta/table2_queue.sh',
                                     'configs/fedmeta/other_supports.sh',
                                     'configs/fedmeta/other_writers.sh',
-                                    'configs/fewround/long_run.sh'])
+                                    'configs/fewround/long_run.sh',
+                                    'configs/report003/select_femnist_digits.sh'])
 def test_scripts_are_executable(script):
   assert os.access(os.path.join(ROOT, script), os.X_OK)

@@ -100,6 +100,7 @@ def test_registry_builds_named_algorithms(setup):
       'per_fedavg_fo': 'Per-FedAvg(FO)', 'per_fedavg_hf': 'Per-FedAvg(HF)', 'fedprox': 'FedProx',
       'pfedme': 'pFedMe', 'reptile': 'FedEC-wo (Reptile)', 'fedec': 'FedEC', 'fedec_l2': 'FedEC-l2',
       'fedper': 'FedPer', 'lg_fedavg': 'LG-FedAvg', 'fedrep': 'FedRep',
+      'fedavg_meta_fedper': 'FedAvg(Meta)+FedPer',
       'fedmeta_fedper_maml': 'FedMeta(MAML)+FedPer',
       'fedmeta_fedper_metasgd': 'FedMeta(Meta-SGD)+FedPer', 'scaffold': 'SCAFFOLD',
       'ditto': 'Ditto', 'apfl': 'APFL', 'local_only': 'Local Only'}

@@ -1,4 +1,4 @@
-"""FedPer, LG-FedAvg, FedRep and FedMeta+FedPer against plain-TF references."""
+"""FedPer, LG-FedAvg, FedRep, FedAvg(Meta)+FedPer and FedMeta+FedPer against plain-TF references."""
 
 import collections
 
@@ -48,6 +48,7 @@ def _state(personal, visits=1.0):
 
 @pytest.mark.parametrize('name, shared_idx, personal_idx', [
     ('fedper', (0, 1), (2, 3)),      # base shared, head personal
+    ('fedavg_meta_fedper', (0, 1), (2, 3)),   # trains as FedPer
     ('lg_fedavg', (2, 3), (0, 1)),   # head global, representation local
 ])
 def test_joint_training_sends_the_shared_part_and_keeps_the_rest(tff_context, setup, name,
@@ -119,6 +120,28 @@ def test_known_clients_use_their_own_part_new_ones_the_best_stored(tff_context, 
   np.testing.assert_allclose(new['loss_sum'], loss(best, ep['query_x'], ep['query_y']), rtol=1e-4)
   np.testing.assert_allclose(known['loss_sum'], loss(heads[1], ep['query_x'], ep['query_y']),
                              rtol=1e-4)
+
+
+def test_fedavg_meta_fedper_fine_tunes_the_whole_model_from_the_chosen_head(tff_context, setup):
+  # report 003 Sec. 6.3's FedAvgMeta column: FedPer's training, FedAvg(Meta)'s fine-tuning
+  model, data, _ = setup
+  epochs = 2
+  alg = ALGORITHMS.get('fedavg_meta_fedper')(
+      model, _hp(new_client_candidates=2, finetune_epochs=epochs))
+  ep = helpers.episode(data.test[0])
+  support = collections.OrderedDict(x=ep['support_x'], y=ep['support_y'])
+  body = model.initial_trainable[:2]
+  heads = [_personal(model, (2, 3), 0.05), _personal(model, (2, 3), -0.05)]
+  loss = lambda w, x, y: float(helpers.ce(helpers.mlp_logits(w, x), y)) * len(y)
+  best = heads[int(np.argmin([loss(body + h, support['x'], support['y']) for h in heads]))]
+  tuned = lambda head: _sgd(body + head, support, epochs, range(4))   # every layer moves
+  candidates = stateful.stack_states([_state(h) for h in heads], 2, alg.process.initial_client_state)
+  new, known = alg.evaluate(collections.OrderedDict(weights=body), candidates,
+                            [alg.process.initial_client_state, _state(heads[1])], [ep, ep])
+  np.testing.assert_allclose(new['loss_sum'], loss(tuned(best), ep['query_x'], ep['query_y']),
+                             rtol=2e-4)
+  np.testing.assert_allclose(known['loss_sum'],
+                             loss(tuned(heads[1]), ep['query_x'], ep['query_y']), rtol=2e-4)
 
 
 @pytest.mark.parametrize('hparams, message', [

@@ -110,7 +110,7 @@ def test_flag_help_comes_from_the_registries_and_dataclasses():
   assert config_lib.flag_help('prox_mu').startswith('FedProx mu:')
   assert config_lib.flag_help('prox_mu').endswith('Read by: fedprox.')
   assert 'Read by: every algorithm.' in config_lib.flag_help('weighting')
-  assert config_lib.flag_help('finetune_epochs').endswith('Read by: fedavg_meta.')
+  assert config_lib.flag_help('finetune_epochs').endswith('Read by: fedavg_meta, fedavg_meta_fedper.')
   assert config_lib.flag_help('client_lr').endswith('fedmeta_fedper_metasgd, fedper, fedprox, fedrep, '
                                                 'lg_fedavg, local_only, reptile, scaffold.')
 

@@ -25,6 +25,7 @@ def uninterrupted(tmp_path_factory):
   proc = subprocess.run(_cmd(out), cwd=REPO, env=_env(), capture_output=True, text=True,
                         timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
+  (out / 'stdout.txt').write_text(proc.stdout)
   return out
 
 
@@ -33,6 +34,18 @@ def test_known_and_new_clients_are_scored(uninterrupted):
   assert {'test_accuracy', 'known_accuracy', 'known_client_std'} <= set(header)
   ids = (uninterrupted / 'client_states' / 'ids.txt').read_text().split()
   assert 0 < len(ids) <= 40 and len(set(ids)) == len(ids)   # only training clients, once each
+
+
+def test_summary_reports_the_known_clients_final_score(uninterrupted):
+  # report 003 Sec. 6.3 scores known clients: the summary row and table carry it
+  results = json.loads((uninterrupted / 'results.json').read_text())
+  last = max(results['history'], key=lambda row: row['round'])
+  assert last['round'] == 12
+  assert results['summary']['known_accuracy'] == pytest.approx(100 * last['known_accuracy'])
+  assert results['summary']['accuracy'] == pytest.approx(100 * last['test_accuracy'])
+  table = (uninterrupted / 'stdout.txt').read_text()   # programs.train prints the summary table
+  assert 'Known clients % (held-out local data)' in table
+  assert f"{results['summary']['known_accuracy']:.2f}" in table
 
 
 def test_killed_stateful_run_resumes_with_every_clients_state(tmp_path, uninterrupted):

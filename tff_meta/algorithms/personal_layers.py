@@ -1,6 +1,6 @@
-"""Personalization layers: FedPer, LG-FedAvg, FedRep and FedMeta+FedPer.
+"""Personalization layers: FedPer, LG-FedAvg, FedRep, FedAvg(Meta)+FedPer and FedMeta+FedPer.
 
-All four split the model (`tff_meta.models.split`, hparam `personal_layers`)
+All five split the model (`tff_meta.models.split`, hparam `personal_layers`)
 into a shared part, which is the server's parameter, and a personal part, which
 is each client's state (`algorithms.stateful`). They differ only in the client
 work and in how a client personalizes at evaluation:
@@ -16,6 +16,11 @@ work and in how a client personalizes at evaluation:
 - **FedRep** (Collins et al. 2021, Alg. 1): body shared, head personal; the
   client first trains the head for `head_epochs` with the body fixed, then
   the body for `local_epochs` with the head fixed, and sends the body.
+- **FedAvg(Meta)+FedPer** (report 003 Sec. 6.3, the second table's FedAvgMeta
+  column): FedPer's training; at evaluation the client's personal part
+  (below) and then FedAvg(Meta)'s fine-tuning of the whole model,
+  `finetune_epochs` epochs of the client optimizer on the support set
+  (FedMeta Sec. 4.2).
 - **FedMeta+FedPer** (report 003 Sec. 6): the shared layers are meta-learned
   with MAML or Meta-SGD (FedMeta Alg. 1; `fedmeta.meta_gradient`), the
   personal fully connected layers stay on the client, which moves them along
@@ -25,8 +30,9 @@ Evaluation (report 003 Sec. 5.2-5.3): a known ("old") client uses its own
 personal part. A new client tries `new_client_candidates` personal parts
 stored by training clients and keeps the one with the lowest loss on its
 support set (LG-FedAvg's test, which the report adopts for its proposed
-method). FedRep then fits the head on the support set, and FedMeta+FedPer
-adapts the whole model with its inner loop.
+method). FedRep then fits the head on the support set, FedAvg(Meta)+FedPer
+fine-tunes the whole model on it, and FedMeta+FedPer adapts the whole model
+with its inner loop. (A known client's support set is all its training data.)
 
 Type signatures (S = shared weights, L = personal weights, C = <visits=float32, personal=L>):
     client work: (<weights=S[, rates=...]>, C, D) -> <contribution, C>
@@ -43,7 +49,7 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from tff_meta.algorithms import base, fedmeta, hparams, stateful
+from tff_meta.algorithms import base, fedavg, fedmeta, hparams, stateful
 from tff_meta.evaluation import personalized
 from tff_meta.learning import local_training, losses
 from tff_meta.models import split as split_lib
@@ -127,7 +133,7 @@ def _initial_state(split, model):
 
 @dataclasses.dataclass(frozen=True)
 class SplitHparams(hparams.Base):
-  """The model split and LG-FedAvg's test on new clients (shared by the four methods)."""
+  """The model split and LG-FedAvg's test on new clients (shared by the five methods)."""
   personal_layers: str = hparams.hparam(
       '-1', 'Layers kept on the client (FedPer, FedRep, FedMeta+FedPer: personal; LG-FedAvg: the '
       'shared head): comma-separated indices among layers with weights (-1 = last) or layer '
@@ -150,6 +156,11 @@ class FedPerHparams(SplitHparams, hparams.LocalTraining, hparams.FedAvgServer):
       raise ValueError(f'FedPer, LG-FedAvg and FedRep need local_epochs and batch_size >= 1, got '
                        f'{self.local_epochs}, {self.batch_size}.')
     super().validate()
+
+
+@dataclasses.dataclass(frozen=True)
+class FedAvgMetaFedPerHparams(FedPerHparams, fedavg.FedAvgMetaHparams):
+  """FedPer's, plus FedAvg(Meta)'s fine-tuning epochs at evaluation."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +217,15 @@ def _fit_new_head(model, split, hp, params, full, client_state, support_x, suppo
   return split.merge(shared, personal)
 
 
+def _fine_tune_all(model, split, hp, params, full, client_state, support_x, support_y):
+  """FedAvg(Meta)+FedPer: FedAvg(Meta)'s fine-tuning of the whole model on the support set."""
+  del split, params, client_state
+  weights, _ = local_training.train_minibatches(
+      model.logits, full, support_x, support_y, base.client_optimizer(hp), hp.finetune_epochs,
+      hp.batch_size)
+  return weights
+
+
 def _adapt_all(model, split, hp, params, full, client_state, support_x, support_y):
   """FedMeta+FedPer: the inner loop on the whole model (Meta-SGD: at its learned rates)."""
   del split, client_state
@@ -223,7 +243,7 @@ def _episodes(model):
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-  """What sets one of the four methods apart (module docstring)."""
+  """What sets one of the five methods apart (module docstring)."""
   hparams: type
   client_work: Callable   # (model, split, hp) -> client_fn
   personalize: Callable   # (model, split, hp, params, full, client_state, sx, sy) -> weights
@@ -235,6 +255,7 @@ class Method:
 
 FEDPER = Method(FedPerHparams, _joint_work, _keep)
 LG_FEDAVG = Method(FedPerHparams, _joint_work, _keep, flip=True)
+FEDAVG_META_FEDPER = Method(FedAvgMetaFedPerHparams, _joint_work, _fine_tune_all)
 FEDREP = Method(FedRepHparams, _fedrep_work, _fit_new_head)
 FEDMETA_FEDPER = Method(FedMetaFedPerHparams, _meta_work, _adapt_all, data=_episodes,
                         server_optimizer=base.meta_server_optimizer, weighting='uniform')
@@ -278,6 +299,9 @@ base.register(
            'LG-FedAvg: personal representation, shared head; *stateful*', 'report 003'),
     _entry('fedrep', 'FedRep', FEDREP,
            'FedRep (Collins et al. 2021): head epochs, then body epochs; *stateful*', 'FedEC'),
+    _entry('fedavg_meta_fedper', 'FedAvg(Meta)+FedPer', FEDAVG_META_FEDPER,
+           'FedAvg(Meta)+FedPer: FedPer, then fine-tuning the whole model at evaluation; '
+           '*stateful*', 'report 003'),
     _entry('fedmeta_fedper_maml', 'FedMeta(MAML)+FedPer', FEDMETA_FEDPER,
            'FedMeta(MAML)+FedPer: meta-gradient for the shared layers, personal layers stay; '
            '*stateful*', 'report 003'),

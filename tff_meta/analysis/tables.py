@@ -31,6 +31,7 @@ COLUMNS = (
     ('method', 'Method', '{}'),
     ('accuracy', 'Accuracy % (all query points)', '{:.2f}'),
     ('accuracy_std', '± across runs', '{:.2f}'),
+    ('known_accuracy', 'Known clients % (held-out local data)', '{:.2f}'),   # report 003
     ('client_mean', 'Client mean %', '{:.2f}'),
     ('client_std', 'Client std %', '{:.2f}'),
     ('rounds', 'Rounds', '{:d}'),

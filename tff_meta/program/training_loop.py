@@ -107,6 +107,9 @@ class RunResult:
         test_clients=len(self.test.client_accuracies), query_examples=self.test.num_examples,
         rounds=self.rounds, mb_sent=(self.bytes_down + self.bytes_up) / 1e6,
         gflops=self.client_flops / 1e9, train_seconds=self.train_seconds)
+    known = [h for h in self.history if not np.isnan(h.get('known_accuracy', np.nan))]
+    if known:   # report 003 Sec. 5.3, 6.3: known ("old") clients on their held-out local data
+      row['known_accuracy'] = 100 * max(reversed(known), key=lambda h: h['round'])['known_accuracy']
     if self.epsilon is not None:
       row.update(epsilon=self.epsilon, delta=self.delta)
     return row
