@@ -220,10 +220,9 @@ def _fit_new_head(model, split, hp, params, full, client_state, support_x, suppo
 def _fine_tune_all(model, split, hp, params, full, client_state, support_x, support_y):
   """FedAvg(Meta)+FedPer: FedAvg(Meta)'s fine-tuning of the whole model on the support set."""
   del split, params, client_state
-  weights, _ = local_training.train_minibatches(
-      model.logits, full, support_x, support_y, base.client_optimizer(hp), hp.finetune_epochs,
-      hp.batch_size)
-  return weights
+  adapter = fedavg.minibatch_adapter(model, base.client_optimizer(hp), hp.finetune_epochs,
+                                     hp.batch_size)
+  return adapter({'weights': full}, support_x, support_y)
 
 
 def _adapt_all(model, split, hp, params, full, client_state, support_x, support_y):
