@@ -40,7 +40,8 @@ def _known(cls):
 
 
 def test_table2_queue_names_existing_cells(tmp_path):
-  commands = _dry_run('configs/fedmeta/table2_queue.sh', tmp_path, OUT=str(tmp_path / 'out'))
+  commands = _dry_run('configs/fedmeta/table2_queue.sh', tmp_path, OUT=str(tmp_path / 'out'),
+                      SKIP_COMMITTED='0')
   reproduce = [c for c in commands if c[1] == 'programs.reproduce']
   train = [c for c in commands if c[1] == 'programs.train']
   assert len(reproduce) == 15 and len(train) == 3
@@ -63,9 +64,32 @@ def test_table2_queue_names_existing_cells(tmp_path):
   assert len({f['output_dir'] for f in runs}) == 3
 
 
+def _queue_cell_name(command):
+  if command[1] == 'programs.train':
+    return os.path.basename(_flags(command[2:])['output_dir'])
+  flags = _flags(command[2:])
+  name = f"table2_{flags['datasets']}_p{flags['supports']}_{flags['methods']}"
+  return name if flags['seeds'] == '0' else f"{name}_seed{flags['seeds']}"
+
+
+def test_table2_queue_skips_the_cells_committed_in_docs_runs(tmp_path):
+  every = [_queue_cell_name(c) for c in _dry_run(
+      'configs/fedmeta/table2_queue.sh', tmp_path, OUT=str(tmp_path / 'out'), SKIP_COMMITTED='0')]
+  committed = {name for name in every if os.path.exists(
+      os.path.join(ROOT, 'docs/runs/fedmeta', name, 'results.json'))}
+  assert committed   # the finished 20% column is in docs/runs/fedmeta
+  out = subprocess.run(['bash', os.path.join(ROOT, 'configs/fedmeta/table2_queue.sh')],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path, check=True,
+                       env={**os.environ, 'PY': 'echo', 'NICE': '0', 'OUT': str(tmp_path)})
+  left = [_queue_cell_name(shlex.split(line)) for line in out.stdout.splitlines()
+          if line.startswith('-m ')]
+  assert left == [name for name in every if name not in committed]
+  assert sum(line.startswith('skip ') for line in out.stdout.splitlines()) == len(committed)
+
+
 def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
   commands = _dry_run('configs/fewround/long_run.sh', tmp_path, SEEDS='0 1',
-                      OUT=str(tmp_path / 'out'))
+                      OUT=str(tmp_path / 'out'), SKIP_COMMITTED='0')
   known = _known(FewRoundConfig) | {'config', 'data_path', 'progress'}
   for command in commands:
     assert command[1] == 'programs.few_round'
@@ -79,6 +103,19 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
   assert [(f['methods'], f['temperature']) for f in tau] == [('frl_distance', 'learned')] * 4
   assert all(_flags(c[2:]).get('iid') == 'false' for c in commands if 'noniid' in
              _flags(c[2:])['output_dir'])
+
+
+def test_long_run_skips_the_cells_committed_at_its_length(tmp_path):
+  def folders(**env):
+    return [_flags(c[2:])['output_dir'] for c in _dry_run(
+        'configs/fewround/long_run.sh', tmp_path, OUT=str(tmp_path), **env)]
+  every = folders(SKIP_COMMITTED='0')
+  committed = [f for f in every if os.path.exists(os.path.join(
+      ROOT, 'docs/runs/fewround_long', os.path.relpath(f, tmp_path), 'results.json'))]
+  assert len(committed) >= 3   # the IID cells of issue #14 are committed
+  assert folders() == [f for f in every if f not in committed]
+  assert folders(EPISODES='2000') == every     # another length is another experiment
+  assert folders(EXTRA='--num_clients=2') == every   # a smoke test runs every cell
 
 
 def _fake_runs(root, cells):

@@ -41,7 +41,17 @@ DATA=${DATA:-../shared/data/tff}
 R="nice -n ${NICE:-19} $PY -m programs.reproduce --progress=false --datasets=femnist \
   --cache_dir=$DATA --output_root=$OUT"
 
+# A cell whose run files are committed (docs/runs/fedmeta/<cell>/results.json,
+# copied there when it finished) is skipped, so that the queue also resumes on
+# a new machine, where the run folders of earlier sessions are gone.
+# SKIP_COMMITTED=0 runs every cell again.
+committed() {   # committed <run folder name>
+  [ "${SKIP_COMMITTED:-1}" = 1 ] && [ -f "docs/runs/fedmeta/$1/results.json" ]
+}
+
 cell() {   # cell <support> <seed> <method>
+  local name="table2_femnist_p$1_$3"; [ "$2" = 0 ] || name="${name}_seed$2"
+  if committed "$name"; then echo "skip $name (committed in docs/runs/fedmeta)"; return 0; fi
   echo "$(date -u +%FT%TZ) start femnist p$1 seed $2 $3"
   $R --supports="$1" --seeds="$2" --methods="$3"
   echo "$(date -u +%FT%TZ) end femnist p$1 seed $2 $3 (exit $?)"
@@ -59,6 +69,7 @@ for support in 50 90; do
 done
 train_cell() {   # train_cell <label> <output folder> <config> [flags...]: one programs.train run
   local label=$1 folder=$2 config=$3; shift 3
+  if committed "$(basename "$folder")"; then echo "skip $label (committed in docs/runs/fedmeta)"; return 0; fi
   echo "$(date -u +%FT%TZ) start $label"
   nice -n "${NICE:-19}" $PY -m programs.train --progress=false --cache_dir="$DATA" \
     --config="$config" --output_dir="$folder" "$@"

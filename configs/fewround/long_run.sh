@@ -42,9 +42,20 @@ EXTRA=${EXTRA:-}    # more flags for every cell, e.g. a smoke test's "--num_clie
 RUN="nice -n ${NICE:-19} $PY -m programs.few_round --progress=false --data_path=$DATA \
   --episodes=$EPISODES --test_episodes=$TEST_EPISODES --test_rounds=1,2,3 $EXTRA"
 
+# A cell whose results are committed at this length (docs/runs/fewround_long/<the
+# folder below OUT>/results.json, with episodes = EPISODES in its config.toml) is
+# skipped too, so that the queue also resumes on a new machine, where earlier
+# sessions' run folders are gone. SKIP_COMMITTED=0 runs every cell again.
+committed() {   # committed <folder>
+  local saved="docs/runs/fewround_long/${1#"$OUT"/}"
+  [ "${SKIP_COMMITTED:-1}" = 1 ] && [ -z "$EXTRA" ] && [ -f "$saved/results.json" ] &&
+    grep -qx "episodes = $EPISODES" "$saved/config.toml" 2>/dev/null
+}
+
 cell() {   # cell <folder> <flags...>: runs unless finished; resumes otherwise
   local folder=$1; shift
   if [ -f "$folder/DONE" ]; then echo "skip $folder (DONE)"; return 0; fi
+  if committed "$folder"; then echo "skip $folder (committed in docs/runs/fewround_long)"; return 0; fi
   echo "$(date -u +%FT%TZ) start $folder"
   $RUN --output_dir="$folder" "$@"
   local status=$?
