@@ -44,7 +44,7 @@ def test_table2_queue_names_existing_cells(tmp_path):
                       SKIP_COMMITTED='0')
   reproduce = [c for c in commands if c[1] == 'programs.reproduce']
   train = [c for c in commands if c[1] == 'programs.train']
-  assert len(reproduce) == 15 and len(train) == 3
+  assert len(reproduce) == 15 and len(train) == 4
   for command in reproduce:
     flags = _flags(command[2:])
     assert set(flags) <= {'progress', 'datasets', 'cache_dir', 'output_root', 'supports',
@@ -58,10 +58,11 @@ def test_table2_queue_names_existing_cells(tmp_path):
   for flags in runs:
     assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
     assert set(flags) - {'config'} <= known, set(flags) - known
-  assert [f.get('weighting') for f in runs] == [None, None, 'uniform']
+  assert [f.get('weighting') for f in runs] == [None, None, None, 'uniform']
+  assert [f.get('resample_support') for f in runs] == [None, None, 'true', None]
   assert [os.path.basename(f['config']) for f in runs[:2]] == [
       'table2_shakespeare_p20_maml_reduced.toml', 'table2_shakespeare_p20_fedavg_reduced.toml']
-  assert len({f['output_dir'] for f in runs}) == 3
+  assert len({f['output_dir'] for f in runs}) == 4
 
 
 def _queue_cell_name(command):

@@ -6,6 +6,7 @@ two episodes (so the moments carry over and beta's decay applies);
 `client_adam` is checked in test_process.py. A bad name is a config error.
 """
 
+import dataclasses
 import os
 
 import numpy as np
@@ -94,3 +95,59 @@ def test_bad_meta_update_is_a_config_error():
     cfg.validate()
   assert config_lib.load(None, {'meta_update': 'server_adam'}).validate().hparams().meta_update \
       == 'server_adam'
+
+
+def _global_prototypes_at(model, theta, data):
+  """P_R: the support-size weighted class means of f_theta over the clients holding each class."""
+  embed = lambda theta, x: model.embed(theta, x)
+  sums, weights = np.zeros((fixtures.WAYS, model.feature_dim)), np.zeros(fixtures.WAYS)
+  for c in data:
+    f = fixtures.in_graph(embed, list(theta), c['support_x'])
+    n = len(c['support_y'])
+    for k in np.unique(c['support_y']):
+      sums[k] += n * f[c['support_y'] == k].mean(0)
+      weights[k] += n
+  present = weights > 0
+  protos = np.where(present[:, None], sums / np.maximum(weights, 1)[:, None], 0.0)
+  return protos.astype(np.float32), present.astype(np.float32)
+
+
+def test_recomputed_train_prototypes_take_the_query_loss_with_p_r(tff_worker, tff_context):
+  # train_prototypes = recomputed: the meta-gradient is the query loss's at theta_R with P_R
+  # (Eq. 1 at theta_R), not the round state's P_{R-1}; `next` and `run_episode` agree.
+  model = fixtures.tiny()
+  hp = P.FewRoundHparams(rounds=2, gamma=0.5, inner_lr=0.05, local_steps=1, meta_lr=0.01,
+                         meta_update='server_adam', train_prototypes='recomputed')
+  process = P.build_meta_training(model, hp, P.data_spec(SHAPE))
+  data = fixtures.clients()[:2]
+  data[1] = dict(data[1], query_y=(data[1]['query_y'] + 1) % fixtures.WAYS)
+  rho = np.array([len(c['support_y']) + len(c['query_y']) for c in data], np.float64)
+  state = process.initialize()
+  round_state = process.start(state)
+  for _ in range(hp.rounds):
+    round_state, _ = process.round(round_state, data)
+  protos, mask = _global_prototypes_at(model, round_state['theta'], data)
+  assert not np.allclose(protos, round_state['protos'], atol=1e-3)   # P_R is not P_{R-1}
+  per_client = query_grads(model, round_state['theta'], protos, mask, data)
+  phi = [np.asarray(w, np.float64) for w in state['phi']]
+  mean = [sum(r * g[i] for r, g in zip(rho, per_client)) / rho.sum() for i in range(len(phi))]
+  want, _, _ = adam(phi, [np.zeros_like(w) for w in phi], [np.zeros_like(w) for w in phi],
+                    mean, 0.01, 1)
+  stepwise, _ = P.run_episode(process, state, data)
+  fused, _ = process.next(state, data)
+  for got_step, got_fused, w in zip(stepwise['phi'], fused['phi'], want):
+    np.testing.assert_allclose(got_step, w, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got_fused, w, rtol=1e-4, atol=1e-6)
+  previous = P.build_meta_training(model, dataclasses.replace(hp, train_prototypes='previous'),
+                                   P.data_spec(SHAPE))
+  other, _ = P.run_episode(previous, state, data)
+  assert max(np.abs(a - b).max() for a, b in zip(other['phi'], stepwise['phi'])) > 1e-5
+
+
+def test_bad_train_prototypes_is_a_config_error():
+  cfg = config_lib.load(os.path.join(REPO, 'configs/fewround/femnist62_5way_iid.toml'),
+                        {'train_prototypes': 'latest'})
+  with pytest.raises(ConfigError, match='train_prototypes must be one of previous, recomputed'):
+    cfg.validate()
+  assert config_lib.load(None, {'train_prototypes': 'recomputed'}).validate().hparams() \
+      .train_prototypes == 'recomputed'

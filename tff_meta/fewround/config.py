@@ -19,7 +19,7 @@ from tff_meta import config_file
 from tff_meta.config_file import ConfigError, option, table
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS
-from tff_meta.fewround.process import TEST_PROTOTYPES, FewRoundHparams
+from tff_meta.fewround.process import TEST_PROTOTYPES, TRAIN_PROTOTYPES, FewRoundHparams
 
 
 @dataclasses.dataclass
@@ -77,7 +77,11 @@ class FewRoundConfig:
       'previous', 'Prototypes the distance classifier scores test queries with after R '
       'rounds: previous = P_{R-1}, computed at theta_{R-1} (the paper, Sec. 3.3); recomputed = '
       'P_R, computed by the clients at theta_R on their support sets (one more prototype '
-      'upload). Deployment only; meta-training uses P_{R-1}.')
+      'upload). Deployment only; meta-training uses what train_prototypes names.')
+  train_prototypes: str = option(
+      'previous', 'Prototypes of the FRL meta-objective\'s query loss (Alg. 1 line 24): '
+      'previous = P_{R-1} (the paper); recomputed = P_R at theta_R, as test_prototypes = '
+      'recomputed scores (one more prototype upload per episode).')
   checkpoint_every: int = option(
       50, 'Checkpoint meta-training / pre-training every this many episodes / rounds (a '
       'stopped run resumes from the last one).')
@@ -113,7 +117,8 @@ class FewRoundConfig:
                          gamma=self.gamma,
                          meta_lr=self.server_lr,
                          meta_lr_decay_episode=self.server_lr_decay_episode,
-                         meta_update=self.meta_update, test_prototypes=self.test_prototypes)
+                         meta_update=self.meta_update, test_prototypes=self.test_prototypes,
+                         train_prototypes=self.train_prototypes)
     return dataclasses.replace(hp, **overrides)
 
   def resolved_output_dir(self) -> str:
@@ -144,6 +149,9 @@ class FewRoundConfig:
     if self.test_prototypes not in TEST_PROTOTYPES:
       raise ConfigError(f'test_prototypes must be one of {", ".join(TEST_PROTOTYPES.names())}, '
                         f'got {self.test_prototypes!r}.')
+    if self.train_prototypes not in TRAIN_PROTOTYPES:
+      raise ConfigError(f'train_prototypes must be one of '
+                        f'{", ".join(TRAIN_PROTOTYPES.names())}, got {self.train_prototypes!r}.')
     if self.gamma < 0:
       raise ConfigError(f'gamma must be >= 0, got {self.gamma}.')
     if self.temperature not in DISTANCE_CLASSIFIERS:

@@ -31,6 +31,12 @@ one more upload of N prototypes per client, no model exchange), and
 classifies with theta_R and P_R, so the embedding and the prototypes come
 from the same model.
 
+`hp.train_prototypes` (`TRAIN_PROTOTYPES`) names the prototypes of the
+meta-objective: `previous`, the paper's P_{R-1} (line 24); `recomputed`, P_R
+from `recompute` between the R-th round and the meta-update, the prototypes
+the deployment rule `recomputed` scores with (one more prototype upload per
+episode).
+
 With `local_adaptation=True` the meta-update is the personalization scheme of
 Appendix C: each client first adapts phi on its own support set (E steps,
 no aggregation) and takes the query loss with its own prototypes; used with
@@ -49,6 +55,7 @@ state <theta=W, protos=float32[ways,dim], mask=float32[ways], has_protos=float32
     recompute:  (<G@SERVER, {D}@CLIENTS> -> G@SERVER)      G's prototypes at G's theta
     meta_update:(<S@SERVER, G@SERVER, {D}@CLIENTS> -> <S@SERVER, <loss_sum,correct,num_examples>@SERVER>)
     next:       (<S@SERVER, {D}@CLIENTS> -> <S@SERVER, metrics@SERVER>)
+                 (R rounds, `recompute` if train_prototypes = recomputed, meta_update)
 """
 
 from __future__ import annotations
@@ -87,6 +94,7 @@ class FewRoundHparams:
   zero_head: bool = False            # the linear head starts each episode at zero
   meta_update: str = 'client_adam'   # META_UPDATES: client_adam (line 24 per client), server_adam
   test_prototypes: str = 'previous'  # TEST_PROTOTYPES: the prototypes `evaluate` scores with
+  train_prototypes: str = 'previous' # TRAIN_PROTOTYPES: the prototypes of the meta-objective
   head_meta_lr_scale: float = 1.0    # the meta-update's step to the head's weights, times this
 
 
@@ -189,13 +197,22 @@ def prototype_server_fn(old, total):
 
 
 # How `evaluate` scores the query sets after R rounds (deployment only; meta-training's
-# query loss always uses P_{R-1}, Alg. 1 line 24). Each entry maps (evaluate, recompute) to
+# query loss uses what `train_prototypes` names, TRAIN_PROTOTYPES below). Each entry maps (evaluate, recompute) to
 # the evaluation: `recompute(state, data)` is the federated computation returning `state`
 # with P_R, the global prototypes at theta_R.
 TEST_PROTOTYPES: Registry = Registry('test prototype rule')
 TEST_PROTOTYPES.add('previous', lambda evaluate, recompute: evaluate)
 TEST_PROTOTYPES.add('recomputed', lambda evaluate, recompute: (
     lambda state, data: evaluate(recompute(state, data), data)))
+
+
+# The prototypes of meta-training's query loss (Alg. 1 line 24). Each entry maps `recompute`
+# to the step between the R-th round and the meta-update: None keeps the round state's P_{R-1}
+# (the paper); `recompute` replaces them by P_R, the global prototypes at theta_R, as the
+# deployment rule `recomputed` scores with (one more prototype upload per episode).
+TRAIN_PROTOTYPES: Registry = Registry('training prototype rule')
+TRAIN_PROTOTYPES.add('previous', lambda recompute: None)
+TRAIN_PROTOTYPES.add('recomputed', lambda recompute: recompute)
 
 
 def meta_client_fn(model: FewRoundModel, hp: FewRoundHparams, optimizer, server, data):
@@ -282,6 +299,13 @@ def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Map
     """Query accuracy with the state's theta and prototypes (Sec. 3.3), summed over clients."""
     return tff.federated_sum(tff.federated_map(eval_client, (tff.federated_broadcast(server), data)))
 
+  recompute = build_recompute(model, round_type, data_type)
+  return start, round_fn, TEST_PROTOTYPES.get(hp.test_prototypes)(evaluate, recompute)
+
+
+def build_recompute(model: FewRoundModel, round_type, data_type):
+  """recompute: (<G@SERVER, {D}@CLIENTS> -> G@SERVER), G's prototypes at G's theta."""
+
   @tff.tensorflow.computation(round_type, data_type)
   def prototype_client(server, data):
     return prototype_client_fn(model, server, data)
@@ -297,7 +321,7 @@ def build_round(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Map
     outputs = tff.federated_map(prototype_client, (tff.federated_broadcast(server), data))
     return tff.federated_map(prototype_server, (server, tff.federated_sum(outputs)))
 
-  return start, round_fn, TEST_PROTOTYPES.get(hp.test_prototypes)(evaluate, recompute)
+  return recompute
 
 
 def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
@@ -320,6 +344,8 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
 
   state_type = server_init.type_signature.result
   round_type = start_weights.type_signature.result
+  refresh = TRAIN_PROTOTYPES.get(hp.train_prototypes)(
+      build_recompute(model, round_type, data_type))
 
   @tff.tensorflow.computation(state_type)
   def start(state):
@@ -363,12 +389,15 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
     round_state = tff.federated_map(start, state)
     for _ in range(hp.rounds):
       round_state, _ = round_fn(round_state, data)
+    if refresh is not None:
+      round_state = refresh(round_state, data)
     return meta_update(state, round_state, data)
 
   process = tff.templates.IterativeProcess(initialize, next_fn)
   process.start = start
   process.round = round_fn
   process.meta_update = meta_update
+  process.refresh = refresh
   process.evaluate = evaluate
   process.start_weights = start_weights
   process.hparams = hp
@@ -387,4 +416,6 @@ def run_episode(process, state, data, round_metrics=None):
     round_state, metrics = process.round(round_state, data)
     if round_metrics is not None:
       round_metrics.append(metrics)
+  if process.refresh is not None:
+    round_state = process.refresh(round_state, data)
   return process.meta_update(state, round_state, data)
