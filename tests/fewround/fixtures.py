@@ -40,3 +40,19 @@ def in_graph(fn, *args):
     out = fn(*tf.nest.map_structure(tf.constant, args))
   with tf.compat.v1.Session(graph=graph) as sess:
     return sess.run(out)
+
+
+def global_prototypes_at(model, theta, data):
+  """P_R by hand: the support-size weighted class means of f_theta over the clients holding
+  each class, and the mask of the classes some client holds (NumPy)."""
+  embed = lambda theta, x: model.embed(theta, x)
+  sums, weights = np.zeros((WAYS, model.feature_dim)), np.zeros(WAYS)
+  for c in data:
+    f = in_graph(embed, list(theta), c['support_x'])
+    n = len(c['support_y'])
+    for k in np.unique(c['support_y']):
+      sums[k] += n * f[c['support_y'] == k].mean(0)
+      weights[k] += n
+  present = weights > 0
+  protos = np.where(present[:, None], sums / np.maximum(weights, 1)[:, None], 0.0)
+  return protos.astype(np.float32), present.astype(np.float32)

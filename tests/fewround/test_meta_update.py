@@ -97,21 +97,6 @@ def test_bad_meta_update_is_a_config_error():
       == 'server_adam'
 
 
-def _global_prototypes_at(model, theta, data):
-  """P_R: the support-size weighted class means of f_theta over the clients holding each class."""
-  embed = lambda theta, x: model.embed(theta, x)
-  sums, weights = np.zeros((fixtures.WAYS, model.feature_dim)), np.zeros(fixtures.WAYS)
-  for c in data:
-    f = fixtures.in_graph(embed, list(theta), c['support_x'])
-    n = len(c['support_y'])
-    for k in np.unique(c['support_y']):
-      sums[k] += n * f[c['support_y'] == k].mean(0)
-      weights[k] += n
-  present = weights > 0
-  protos = np.where(present[:, None], sums / np.maximum(weights, 1)[:, None], 0.0)
-  return protos.astype(np.float32), present.astype(np.float32)
-
-
 def test_recomputed_train_prototypes_take_the_query_loss_with_p_r(tff_worker, tff_context):
   # train_prototypes = recomputed: the meta-gradient is the query loss's at theta_R with P_R
   # (Eq. 1 at theta_R), not the round state's P_{R-1}; `next` and `run_episode` agree.
@@ -126,7 +111,7 @@ def test_recomputed_train_prototypes_take_the_query_loss_with_p_r(tff_worker, tf
   round_state = process.start(state)
   for _ in range(hp.rounds):
     round_state, _ = process.round(round_state, data)
-  protos, mask = _global_prototypes_at(model, round_state['theta'], data)
+  protos, mask = fixtures.global_prototypes_at(model, round_state['theta'], data)
   assert not np.allclose(protos, round_state['protos'], atol=1e-3)   # P_R is not P_{R-1}
   per_client = query_grads(model, round_state['theta'], protos, mask, data)
   phi = [np.asarray(w, np.float64) for w in state['phi']]

@@ -150,16 +150,9 @@ def test_recomputed_test_prototypes_are_eq1_at_theta_r(built, tff_context):
     state, _ = previous[1](state, data)
   theta = list(state['theta'])
   embed = lambda theta, x: model.embed(theta, x)
-  sums, weights = np.zeros((WAYS, model.feature_dim)), np.zeros(WAYS)
-  for c in data:
-    f = in_graph(embed, theta, c['support_x'])
-    n = len(c['support_y'])
-    for k in np.unique(c['support_y']):
-      sums[k] += n * f[c['support_y'] == k].mean(0)
-      weights[k] += n
-  protos_r = (sums / weights[:, None]).astype(np.float32)
+  protos_r, mask = fixtures.global_prototypes_at(model, theta, data)
+  assert mask.all()                                             # every class is held
   assert not np.allclose(protos_r, state['protos'], atol=1e-3)   # P_R differs from P_{R-1}
-  mask = np.ones(WAYS, np.float32)
   got = recomputed[2](state, data)
   assert got['correct'] == _nearest_correct(embed, theta, protos_r, mask, data)
   assert got['num_examples'] == sum(len(c['query_y']) for c in data)

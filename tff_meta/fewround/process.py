@@ -196,8 +196,8 @@ def prototype_server_fn(old, total):
                                  has_protos=tf.constant(1.0))
 
 
-# How `evaluate` scores the query sets after R rounds (deployment only; meta-training's
-# query loss uses what `train_prototypes` names, TRAIN_PROTOTYPES below). Each entry maps (evaluate, recompute) to
+# How `evaluate` scores the query sets after R rounds (deployment only; meta-training's query
+# loss uses what `train_prototypes` names, TRAIN_PROTOTYPES below). Each entry maps (evaluate, recompute) to
 # the evaluation: `recompute(state, data)` is the federated computation returning `state`
 # with P_R, the global prototypes at theta_R.
 TEST_PROTOTYPES: Registry = Registry('test prototype rule')
@@ -206,13 +206,14 @@ TEST_PROTOTYPES.add('recomputed', lambda evaluate, recompute: (
     lambda state, data: evaluate(recompute(state, data), data)))
 
 
-# The prototypes of meta-training's query loss (Alg. 1 line 24). Each entry maps `recompute`
-# to the step between the R-th round and the meta-update: None keeps the round state's P_{R-1}
-# (the paper); `recompute` replaces them by P_R, the global prototypes at theta_R, as the
-# deployment rule `recomputed` scores with (one more prototype upload per episode).
+# The prototypes of meta-training's query loss (Alg. 1 line 24). Each entry maps a builder of
+# `recompute` to the step between the R-th round and the meta-update, `refresh(state, data)`:
+# `previous` keeps the round state's P_{R-1} (the paper; nothing is built or sent);
+# `recomputed` replaces them by P_R, the global prototypes at theta_R, as the deployment rule
+# `recomputed` scores with (one more prototype upload per episode).
 TRAIN_PROTOTYPES: Registry = Registry('training prototype rule')
-TRAIN_PROTOTYPES.add('previous', lambda recompute: None)
-TRAIN_PROTOTYPES.add('recomputed', lambda recompute: recompute)
+TRAIN_PROTOTYPES.add('previous', lambda build_recompute: lambda state, data: state)
+TRAIN_PROTOTYPES.add('recomputed', lambda build_recompute: build_recompute())
 
 
 def meta_client_fn(model: FewRoundModel, hp: FewRoundHparams, optimizer, server, data):
@@ -345,7 +346,7 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
   state_type = server_init.type_signature.result
   round_type = start_weights.type_signature.result
   refresh = TRAIN_PROTOTYPES.get(hp.train_prototypes)(
-      build_recompute(model, round_type, data_type))
+      lambda: build_recompute(model, round_type, data_type))
 
   @tff.tensorflow.computation(state_type)
   def start(state):
@@ -389,9 +390,7 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
     round_state = tff.federated_map(start, state)
     for _ in range(hp.rounds):
       round_state, _ = round_fn(round_state, data)
-    if refresh is not None:
-      round_state = refresh(round_state, data)
-    return meta_update(state, round_state, data)
+    return meta_update(state, refresh(round_state, data), data)
 
   process = tff.templates.IterativeProcess(initialize, next_fn)
   process.start = start
@@ -416,6 +415,4 @@ def run_episode(process, state, data, round_metrics=None):
     round_state, metrics = process.round(round_state, data)
     if round_metrics is not None:
       round_metrics.append(metrics)
-  if process.refresh is not None:
-    round_state = process.refresh(round_state, data)
-  return process.meta_update(state, round_state, data)
+  return process.meta_update(state, process.refresh(round_state, data), data)
