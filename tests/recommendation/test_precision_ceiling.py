@@ -98,6 +98,17 @@ def test_a_taste_the_item_ids_carry_is_found_by_als_not_by_item_means():
   assert als['rmse'] < 0.5
 
 
+def test_an_item_only_a_test_user_rated_has_zero_factors_not_an_error():
+  users = _taste_users()
+  users['19'].append((11, 4))          # the catalogue's largest id, rated by one test user
+  train = [_episode(u, rows[:5], rows[5:]) for u, rows in users.items() if int(u) < 16]
+  test = [_episode(u, rows[:6], rows[6:]) for u, rows in users.items() if int(u) >= 16]
+  ctx, test = _setup(users, (train, test))
+  q = pc.als_item_factors(ctx, factors=1)
+  assert q.shape == (12, 1) and q[11, 0] == 0.0 and q[0, 0] == 0.0 and np.all(q[1:11] != 0)
+  assert pc.scores(ctx, test, pc.rankers([1.0], factors=1)['als_ridge_1'])['p@1'] == 1.0
+
+
 def test_genre_ridge_uses_the_support_taste_and_demo_genre_a_shared_one():
   users = _taste_users()          # odd and even items differ in genre: it carries the taste
   train = [_episode(u, rows[:5], rows[5:]) for u, rows in users.items() if int(u) < 16]

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from tff_meta.data import movielens_atomic
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.data.types import DataError
 from tff_meta.registry import Registry
@@ -193,10 +194,12 @@ def _read_ratings(path: str, users, items) -> Dict[int, List[Tuple[int, int, flo
 
 
 def load_movielens(path: str, min_ratings: int = 0, max_users: int = 0) -> RatingsDataset:
-  """Reads ml-100k from folder `path` (u.data, u.user, u.item; see module doc).
+  """Reads ml-100k from folder `path`: GroupLens' files (module doc) or RecBole's atomic files.
 
   Args:
-    path: the unzipped ml-100k folder.
+    path: the unzipped ml-100k folder (u.data, u.user, u.item), or a folder
+      with one RecBole atomic dataset (<name>.inter, .user, .item;
+      `movielens_atomic`), read first when both are there.
     min_ratings: > 0 drops users with fewer ratings (ml-100k: every user has
       at least 20).
     max_users: > 0 keeps the users with the N smallest ids.
@@ -206,15 +209,23 @@ def load_movielens(path: str, min_ratings: int = 0, max_users: int = 0) -> Ratin
     user id as a string, in increasing id order), ratings sorted by
     timestamp (ties keep file order).
   """
-  missing = [n for n in ('u.data', 'u.user', 'u.item') if not os.path.isfile(os.path.join(path, n))]
-  if missing:
-    raise DataError(f'MovieLens-100k files {missing} not found in {path!r}: the folder must '
-                    'hold u.data, u.user and u.item. Download ml-100k.zip from '
-                    'https://grouplens.org/datasets/movielens/100k/ and unzip it there.')
-  occupation_list = _read_occupations(os.path.join(path, 'u.occupation'))
-  users, occupations = _read_users(os.path.join(path, 'u.user'), occupation_list)
-  genres, titles = _read_items(os.path.join(path, 'u.item'))
-  ratings = _read_ratings(os.path.join(path, 'u.data'), users, genres)
+  atomic = movielens_atomic.find(path) if os.path.isdir(path) else None
+  if atomic:
+    users, occupations = movielens_atomic.read_users(atomic['.user'], GENDERS)
+    genres, titles = movielens_atomic.read_items(atomic['.item'], GENRES)
+    ratings = movielens_atomic.read_ratings(atomic['.inter'], users, genres)
+  else:
+    missing = [n for n in ('u.data', 'u.user', 'u.item')
+               if not os.path.isfile(os.path.join(path, n))]
+    if missing:
+      raise DataError(f'MovieLens-100k files {missing} not found in {path!r}: the folder must '
+                      'hold u.data, u.user and u.item (GroupLens\' ml-100k.zip, '
+                      'https://grouplens.org/datasets/movielens/100k/, unzipped), or RecBole\'s '
+                      'atomic files ml-100k.inter, ml-100k.user and ml-100k.item.')
+    occupation_list = _read_occupations(os.path.join(path, 'u.occupation'))
+    users, occupations = _read_users(os.path.join(path, 'u.user'), occupation_list)
+    genres, titles = _read_items(os.path.join(path, 'u.item'))
+    ratings = _read_ratings(os.path.join(path, 'u.data'), users, genres)
   ids = sorted(ratings)
   if min_ratings > 0:
     ids = [u for u in ids if len(ratings[u]) >= min_ratings]

@@ -161,10 +161,19 @@ for _name, (_head, _gpal) in FRL_METHODS.items():
   METHODS.add(_name, _frl(_name, _head, _gpal))
 
 
+def personalization_hparams(cfg) -> process_lib.FewRoundHparams:
+  """Meta-training hparams of Appendix C's personalization scheme: no FL rounds (R = 0), each
+  client adapts on its own support set and meta-updates at once, no GPAL. Its query loss scores
+  the client's own prototypes (`meta_update.query_gradient`), never the global ones, so
+  `train_prototypes` is 'previous' whatever the config says: 'recomputed' would only add an
+  upload of prototypes that nothing reads."""
+  return cfg.hparams(gamma=0.0, rounds=0, local_adaptation=True, train_prototypes='previous')
+
+
 @METHODS.register('personalized')
 def personalized(ctx: Context) -> Prepared:
   """Appendix C: clients meta-update right after their own support updates."""
-  train_hp = ctx.cfg.hparams(gamma=0.0, rounds=0, local_adaptation=True)
+  train_hp = personalization_hparams(ctx.cfg)
   prepared = _meta_trained(ctx, ctx.model('distance'), train_hp, ctx.cfg.hparams(gamma=0.0),
                            'personalized')
   prepared.info['communication_rounds'] = ctx.cfg.episodes   # one round per episode

@@ -125,14 +125,17 @@ def _factor_ridge(factors: Callable[[Context], np.ndarray], penalty: float) -> R
 def als_item_factors(ctx: Context, factors: int = factors_lib.FACTORS,
                      penalty: float = factors_lib.PENALTY,
                      iterations: int = factors_lib.ITERATIONS, seed: int = 0) -> np.ndarray:
-  """[max item id + 1, factors] item factors of the training users' residuals r - mu - b_i - b_u
-  (`factors.als_item_factors`; cached in `ctx`)."""
+  """[max catalogue item id + 1, factors] item factors of the training users' residuals
+  r - mu - b_i - b_u (`factors.als_item_factors`; cached in `ctx`)."""
   key = f'als_{factors}_{penalty:g}_{iterations}_{seed}'
   if key not in ctx.cache:
     users, items, residuals = factors_lib.centred_residuals(
         [t.all_x[:, 0] for t in ctx.train], [t.all_y for t in ctx.train], ctx.mu, ctx.b_item)
-    ctx.cache[key] = factors_lib.als_item_factors(users, items, residuals, factors, penalty,
-                                                  iterations, seed)
+    q = factors_lib.als_item_factors(users, items, residuals, factors, penalty, iterations, seed)
+    # Rows for every catalogue id: an item no training user rated (ml-100k's 1682, say, rated
+    # by one test user) keeps 0, as an unrated id below the largest rated one does.
+    missing = max(0, max(ctx.flags) + 1 - q.shape[0])
+    ctx.cache[key] = np.vstack([q, np.zeros((missing, q.shape[1]))])
   return ctx.cache[key]
 
 
