@@ -60,7 +60,7 @@ DESCRIPTIONS: Dict[str, Dict[str, Tuple[str, str]]] = {
                      f'{FEDEC}, FRL'),
         'emnist_label_shards': ('FEMNIST pooled and re-split into label shards (FedEC\'s (150, 3))',
                                 FEDEC),
-        'movielens': ('MovieLens-100k ratings per user (your `ml-100k` folder)', 'Recommendation'),
+        'movielens': ('MovieLens-100k ratings per user (your `ml-100k` folder, GroupLens or RecBole format)', 'Recommendation'),
     },
     'model': {
         'mlp': ('dense layers (`hidden_units`), the demo\'s model', '—'),
