@@ -74,3 +74,35 @@ def test_bad_config_is_named():
     config.from_dict({'meta_optimizer': 'sgd'})
   with pytest.raises(config.ConfigError, match='self_steps'):
     config.from_dict({'self_steps': '100,x'}).validate()
+
+
+@pytest.mark.parametrize('select_on, line', [('validation_rmse', 0.7), ('last', 0.9)])
+def test_the_reference_line_scores_the_users_the_curves_score(tmp_path, monkeypatch, select_on,
+                                                              line):
+  """Under model selection the curves score validation users: the reference method's line is its
+  curve_reference; otherwise its row (the test users)."""
+  import tff_meta.recommendation.methods as methods_lib  # pylint: disable=g-import-not-at-top
+  from tff_meta.registry import Registry  # pylint: disable=g-import-not-at-top
+  registry = Registry('movielens method')
+  registry.add('bias', lambda *_: methods_lib.MethodResult(
+      'Bias baseline', {'rmse': 0.9}, curve_reference={'rmse': 0.7}))
+  registry.add('maml', lambda *_: methods_lib.MethodResult(
+      'MAML', {'rmse': 0.8}, curve=[{'episode': 0, 'rmse': 0.75}]))
+
+  class Data:
+    def summary(self):
+      return 'fake data'
+
+  task = experiment.Task(lambda cfg: Data(), registry, ('bias', 'maml'), lambda blocks: 'table',
+                         ('rmse',), reference_methods=('Bias baseline',))
+  tasks = Registry('recommendation task')
+  tasks.add('movielens', task)
+  monkeypatch.setattr(experiment, 'TASKS', tasks)
+  drawn = {}
+  monkeypatch.setattr(experiment, 'plot_curves',
+                      lambda curves, names, path, title, references: drawn.update(references))
+  cfg = config.from_dict(dict(task='movielens', data_path='unused', methods='bias,maml',
+                              output_dir=str(tmp_path / 'run'), select_on=select_on,
+                              validation_fraction=0.2))
+  experiment.run(cfg, show_progress=False)
+  assert drawn['Bias baseline']['rmse'] == line

@@ -170,3 +170,19 @@ def test_factor_lr_scale_reaches_the_factor_layer_of_maml_and_nn_pretrained(fold
     _cfg(folder, model='rating_factor_mlp', factor_lr_scale=0.0)
   with pytest.raises(ConfigError, match='factor layer of model = "rating_factor_mlp"'):
     _cfg(folder, model='rating_wide_mlp', factor_lr_scale=2.0)
+
+
+def test_bias_scores_the_validation_users_for_the_curves_line(folder):
+  """Under model selection Fig. 2's curves score the validation users, so the bias baseline's
+  line (curve_reference) is its score there: what evaluate_on = validation scores as its row."""
+  common = dict(validation_fraction=0.2, select_on='validation_rmse', seed=3)
+  cfg = _cfg(folder, **common)
+  result = movielens_task.bias(cfg, movielens_task.prepare(cfg), False)
+  on_validation = _cfg(folder, evaluate_on='validation', **common)
+  expected = movielens_task.bias(on_validation, movielens_task.prepare(on_validation), False)
+  assert result.curve_reference == pytest.approx(expected.metrics)
+  assert result.curve_reference['rmse'] != pytest.approx(result.metrics['rmse'])   # other users
+  assert 'curve_reference' not in result.row()
+  no_selection = _cfg(folder, **{**common, 'select_on': 'last'})
+  assert movielens_task.bias(no_selection, movielens_task.prepare(no_selection),
+                             False).curve_reference is None

@@ -82,7 +82,10 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
   provenance.record(out)
   logging.info('%s', data.summary())
-  rows, curves = [], {}
+  rows, curves, references = [], {}, {}
+  # Under model selection the curves score the validation users, the rows the test users, so a
+  # reference line is the reference method's score on the validation users (curve_reference).
+  on_validation = cfg.select_on != 'last' and cfg.evaluate_on == 'test'
   own = WorkerPool.local(1, log_dir=out) if pool is None else None
   try:
     with tff.framework.get_context_stack().install((pool or own).context):
@@ -95,6 +98,9 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
           rows.append(row)
           if r.curve:
             curves[r.method] = r.curve
+          line = r.curve_reference if on_validation else row
+          if r.method in task.reference_methods and line is not None:
+            references[r.method] = line
   finally:
     if own is not None:
       own.close()
@@ -104,10 +110,6 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
                    default=float)
   files.write_text(os.path.join(out, TABLE_FILE), task.format_table([(result.label, rows)]) + '\n')
   if curves:
-    # Under model selection the curves score the validation users, the rows the test users.
-    on_validation = cfg.select_on != 'last' and cfg.evaluate_on == 'test'
-    references = {} if on_validation else {
-        r['method']: r for r in rows if r['method'] in task.reference_methods}
     plot_curves(curves, task.curve_metrics, os.path.join(out, CURVE_PLOT_FILE),
                 result.label + (' (curves: validation users)' if on_validation else ''),
                 references)

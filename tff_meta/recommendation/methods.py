@@ -38,6 +38,9 @@ class MethodResult:
   algorithm_params: int = 0
   model_params: int = 0
   selected_episode: Optional[int] = None   # the kept episode under model selection
+  # The method's metrics on the users the curves score (model selection's validation users),
+  # drawn as a horizontal line on Fig. 2 when it is a reference (the bias baseline); not a row.
+  curve_reference: Optional[Dict[str, float]] = None
 
   def row(self) -> 'collections.OrderedDict':
     row = collections.OrderedDict(method=self.method, **self.metrics,

@@ -186,21 +186,30 @@ def nn_self(cfg, data: MovieLensData, show_progress: bool):
                               model.num_parameters, model.num_parameters)
 
 
-def _svd_users(data: MovieLensData) -> Dict[str, Dict[str, np.ndarray]]:
+def _svd_users(data: MovieLensData, episodes=None) -> Dict[str, Dict[str, np.ndarray]]:
+  """{user: support items and ratings, query items} of `episodes` (default: the test users)."""
   return {e.user: {'support_item': e.support_x[:, 0], 'support_rating': e.support_y,
-                   'query_item': e.query_x[:, 0]} for e in data.items.test}
+                   'query_item': e.query_x[:, 0]}
+          for e in (data.items.test if episodes is None else episodes)}
 
 
 def bias(cfg, data: MovieLensData, show_progress: bool):
   """Bias baseline: mu and item biases from all training users' ratings, each test user's bias
-  from its support set (`baselines.bias_predictions`)."""
+  from its support set (`baselines.bias_predictions`). Under model selection it also scores the
+  validation users the curves score (`curve_reference`: Fig. 2's horizontal line)."""
   del show_progress
   train = data.items.train
   mu, b_item = baselines.item_biases(np.concatenate([e.all_x[:, 0] for e in train]),
                                      np.concatenate([e.all_y for e in train]),
                                      cfg.bias_item_shrinkage)
-  preds = baselines.bias_predictions(mu, b_item, _svd_users(data), cfg.bias_user_shrinkage)
-  return methods.MethodResult(BIAS, score(preds, data.tasks.test))
+  predict = lambda episodes=None: baselines.bias_predictions(
+      mu, b_item, _svd_users(data, episodes), cfg.bias_user_shrinkage)
+  reference = None
+  selection = _selection(cfg, data)
+  if selection is not None and selection.users:
+    users = _curve_users(cfg, data.items.validation)
+    reference = score(predict(users), selection.users)
+  return methods.MethodResult(BIAS, score(predict(), data.tasks.test), curve_reference=reference)
 
 
 def svdpp_self(cfg, data: MovieLensData, show_progress: bool):
