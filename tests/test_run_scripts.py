@@ -102,6 +102,9 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
   assert sum('noniid' in f for f in folders) == 6            # baselines, FRL-tau, FRL; 2 seeds
   tau = [_flags(c[2:]) for c in commands if '/frl_tau/' in _flags(c[2:])['output_dir']]
   assert [(f['methods'], f['temperature']) for f in tau] == [('frl_distance', 'learned')] * 4
+  pr = [_flags(c[2:]) for c in commands if '/frl_tau_pr/' in _flags(c[2:])['output_dir']]
+  assert [(f['seed'], f['temperature'], f['train_prototypes']) for f in pr] == [
+      ('0', 'learned', 'recomputed'), ('1', 'learned', 'recomputed')]
   assert all(_flags(c[2:]).get('iid') == 'false' for c in commands if 'noniid' in
              _flags(c[2:])['output_dir'])
 

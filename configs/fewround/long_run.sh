@@ -20,9 +20,9 @@
 # R = 3, so seed 2's bar is known a cell sooner; seeds 0-1 ran FRL first.) Then per seed one-shot FL's fine-tuning and the personalization scheme; then the non-IID
 # setting (20 shards, 2 per client; `--iid=false` on the same configs), per
 # seed fine-tuning via FedAvg + FedAvg, FRL with the learned temperature and
-# FRL (+/- GPAL), under <out>/noniid/; last (since 2026-11-27: a diagnostic,
-# not one of the issue's cells) FRL + GPAL with the client-side Adam update
-# (seed 0).
+# FRL (+/- GPAL), under <out>/noniid/; then per seed FRL with the learned temperature
+# meta-trained with P_R (frl_tau_pr/, since 2026-11-27); last (since 2026-11-27: a diagnostic,
+# not one of the issue's cells) FRL + GPAL with the client-side Adam update (seed 0).
 # Per-episode meta-train query accuracy/loss: <out>/<method>/metrics.csv and
 # tensorboard/. Results: <out>/results.md and results.json.
 #
@@ -96,6 +96,15 @@ for seed in $SEEDS; do
     --server_lr_decay_episode=$((EPISODES * 5 / 8))
   cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
     --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
+done
+# FRL with the learned temperature meta-trained with P_R, the prototypes the deployment scores
+# with (`--train_prototypes=recomputed`; RESULTS §9: it won at R = 3 on validation classes on
+# seeds 0 and 1, paired, by the rule set before seed 1's result). A row beside the paper's P_{R-1},
+# which stays the default.
+for seed in $SEEDS; do
+  cell "$OUT/frl_tau_pr/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --seed="$seed" --methods=frl_distance --temperature=learned --train_prototypes=recomputed \
+    --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
 # the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
 first=${SEEDS%% *}
