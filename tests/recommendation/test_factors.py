@@ -40,3 +40,13 @@ def test_als_is_seeded_and_refuses_no_ratings():
                                 factors.als_item_factors(*args, factors=2, seed=3))
   with pytest.raises(ValueError, match='at least one rating'):
     factors.als_item_factors(np.array([], np.int64), np.array([], np.int64), np.array([]))
+
+
+def test_rows_cover_catalogue_ids_no_training_rating_has():
+  args = (np.array([0, 0, 1]), np.array([1, 2, 1]), np.array([0.5, -0.5, 0.2]))
+  plain = factors.als_item_factors(*args, factors=2, seed=3)
+  padded = factors.als_item_factors(*args, factors=2, seed=3, rows=6)
+  assert plain.shape == (3, 2) and padded.shape == (6, 2)
+  np.testing.assert_array_equal(padded[:3], plain)
+  np.testing.assert_array_equal(padded[3:], 0.0)
+  assert factors.als_item_factors(*args, factors=2, seed=3, rows=2).shape == (3, 2)

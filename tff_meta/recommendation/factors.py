@@ -51,16 +51,17 @@ def centred_residuals(items: Sequence[np.ndarray], ratings: Sequence[np.ndarray]
 
 def als_item_factors(users: np.ndarray, items: np.ndarray, residuals: np.ndarray,
                      factors: int = FACTORS, penalty: float = PENALTY,
-                     iterations: int = ITERATIONS, seed: int = 0) -> np.ndarray:
-  """[max item id + 1, factors] item factors q (row i = item id i) of the module doc's problem.
-  Items start at N(0, 0.1^2) (seeded), users at 0; an item id no rating has keeps 0."""
+                     iterations: int = ITERATIONS, seed: int = 0, rows: int = 0) -> np.ndarray:
+  """[max(rows, max item id + 1), factors] item factors q (row i = item id i) of the module doc's
+  problem. Items start at N(0, 0.1^2) (seeded), users at 0; an item id no rating has keeps 0
+  (`rows` covers a catalogue's ids that no training rating has, e.g. one only a test user rated)."""
   users, items = np.asarray(users, np.int64), np.asarray(items, np.int64)
   residuals = np.asarray(residuals, np.float64)
   if not len(items):
     raise ValueError('ALS needs at least one rating.')
   rated = np.unique(items)
   rng = np.random.default_rng(seed)
-  q = np.zeros((int(items.max()) + 1, int(factors)))
+  q = np.zeros((max(int(rows), int(items.max()) + 1), int(factors)))
   q[rated] = rng.normal(0.0, 0.1, (len(rated), int(factors)))
   num_users = int(users.max()) + 1
   p = np.zeros((num_users, int(factors)))

@@ -131,11 +131,9 @@ def als_item_factors(ctx: Context, factors: int = factors_lib.FACTORS,
   if key not in ctx.cache:
     users, items, residuals = factors_lib.centred_residuals(
         [t.all_x[:, 0] for t in ctx.train], [t.all_y for t in ctx.train], ctx.mu, ctx.b_item)
-    q = factors_lib.als_item_factors(users, items, residuals, factors, penalty, iterations, seed)
-    # Rows for every catalogue id: an item no training user rated (ml-100k's 1682, say, rated
-    # by one test user) keeps 0, as an unrated id below the largest rated one does.
-    missing = max(0, max(ctx.flags) + 1 - q.shape[0])
-    ctx.cache[key] = np.vstack([q, np.zeros((missing, q.shape[1]))])
+    # A row for every catalogue id (ml-100k's 1682 is rated by one test user only).
+    ctx.cache[key] = factors_lib.als_item_factors(users, items, residuals, factors, penalty,
+                                                  iterations, seed, rows=max(ctx.flags) + 1)
   return ctx.cache[key]
 
 
