@@ -16,8 +16,9 @@
 #      fraction, so their 50% and 90% cells are the 20% runs' models scored on
 #      the test writers re-split at 50% and 90% (other_supports.sh), not
 #      trained again;
-#   5. Shakespeare 20%, the labelled reduced setting, MAML then FedAvg (about
-#      4 and 6 CPU hours a cell at commit 22e636e, RESULTS §4a);
+#   5. Shakespeare 20%, the labelled reduced setting (4 roles a round since
+#      2026-11-27), MAML then FedAvg (about 2.5 and 3.4 hours a cell on 2
+#      idle cores, RESULTS §4a);
 #   5b. Meta-SGD at 90%, seed 0, with per-round support/query resampling
 #      (Algorithm 1, line 13; since 2026-11-27, after the fixed-split cell
 #      fitted its training writers' query sets);
@@ -78,7 +79,7 @@ train_cell() {   # train_cell <label> <output folder> <config> [flags...]: one p
     --config="$config" --output_dir="$folder" "$@"
   echo "$(date -u +%FT%TZ) end $label (exit $?)"
 }
-# 5. Shakespeare, 20% support, the labelled REDUCED setting (10 roles a round,
+# 5. Shakespeare, 20% support, the labelled REDUCED setting (4 roles a round,
 #    stride 3; issue #13 item 4).
 for method in maml fedavg; do
   train_cell "shakespeare p20 seed 0 $method, REDUCED" "$OUT/table2_shakespeare_p20_${method}_reduced" \
