@@ -71,7 +71,7 @@ def _table(path: str, required: Sequence[str]):
   missing = [c for c in required if c not in columns]
   if missing:
     raise DataError(f'{path}: the header (line 1) has no column {missing} (found '
-                    f'{[h for h in header]}); atomic files name each column as name:type. ' + _FIX)
+                    f'{header}); atomic files name each column as name:type. ' + _FIX)
   for lineno, fields in rows:
     if len(fields) != len(header):
       raise _fail(path, lineno, f'{len(fields)} tab-separated fields, the header has {len(header)}',

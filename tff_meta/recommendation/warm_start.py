@@ -116,12 +116,11 @@ def factor_weights(spec, mu: float, b_item: Dict[int, float], users: np.ndarray,
   per_user = [np.flatnonzero(users == u) for u in np.unique(users)]
   u_index, ids, residuals = factors_lib.centred_residuals(
       [items[i] for i in per_user], [np.asarray(ratings)[i] for i in per_user], mu, b_item)
-  q = factors_lib.als_item_factors(u_index, ids, residuals, num_factors)
-  if q.shape[0] - 1 > movies:
+  q = factors_lib.als_item_factors(u_index, ids, residuals, num_factors, rows=movies + 1)
+  if q.shape[0] != movies + 1:
     raise ValueError('Movie ids must be 1 .. the number of input features.')
   m = float(np.clip(mu, *RATING_RANGE))
-  weights[emb][:] = 0.0
-  weights[emb][:q.shape[0] - 1] = q[1:] / (m * (MAX_RATING - m) / MAX_RATING)
+  weights[emb][:] = q[1:] / (m * (MAX_RATING - m) / MAX_RATING)
   return weights
 
 
