@@ -24,9 +24,6 @@ few-round config's defaults (`fewround.config.toml_defaults`, which fill the
 keys an older config.toml lacks).
 """
 
-import os
-import sys
-
 from tff_meta.program import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
@@ -50,11 +47,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   result = fewround_report.build(FLAGS.runs, FLAGS.output_dir, FLAGS.reference)
-  for n in result['notes']:
-    print(f'note: {n}', file=sys.stderr)
-  print(result['markdown'])
-  names = ', '.join(os.path.basename(f) for f in result['files'])
-  print(f"Read {result['runs']} run folder(s). Wrote to {FLAGS.output_dir}: {names}")
+  cli.print_report(result, FLAGS.output_dir)
 
 
 if __name__ == '__main__':

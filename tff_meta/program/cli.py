@@ -138,3 +138,13 @@ def run(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
         exit_code: Callable[[BaseException], int] = lambda e: 1) -> None:
   """`absl.app.run(main)`, ending as the module docstring says."""
   app.run(guard(main, user_errors, exit_code), flags_parser=parse_flags)
+
+
+def print_report(result: dict, output_dir: str) -> None:
+  """What the report programs print from their `build(...)`: notes on stderr, the Markdown, then
+  'Read N run folder(s). Wrote to DIR: files' (keys 'notes', 'markdown', 'runs', 'files')."""
+  for n in result['notes']:
+    print(f'note: {n}', file=sys.stderr)
+  print(result['markdown'])
+  names = ', '.join(os.path.basename(f) for f in result['files'])
+  print(f"Read {result['runs']} run folder(s). Wrote to {output_dir}: {names}")
