@@ -1,0 +1,99 @@
+r"""How long the Shakespeare LSTM sits at the unigram plateau under plain-TF Adam (issue #13).
+
+  python -m benchmarks.lstm_plateau --cache_dir=../shared/data/tff --lrs=0.01,0.001 --steps=150
+
+FedMeta(MAML) takes one server Adam step per round (FedMeta Appendix A.2, beta
+= 0.01 for Shakespeare, Table 4). This asks what a step budget of that size
+does to the model alone, with no federation and no inner loop: the
+`shakespeare_lstm` of FedMeta Appendix A.1 (8-d embedding, 2 x LSTM(256), the
+next character after an 80-character window), Adam on batches of --sequences
+windows drawn (seeded) from the first --max_clients roles of TFF's
+`shakespeare.sqlite` at the reduced configs' stride 3: a new batch every step
+(`--fresh_batches`, as the federation's rounds see new roles) or one fixed
+batch (which a 2-layer LSTM partly memorises). --heldout windows of the same
+roles, never trained on, are scored too. It prints the unigram entropy of the
+held-out windows (the loss of predicting the character frequencies, which a
+model that ignores its input reaches), then every --every steps the training
+batch's loss, the held-out loss and accuracy, and the seconds so far. Not a
+test: nothing is asserted.
+"""
+
+import time
+
+from tff_meta.program import startup  # noqa: E402
+
+startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
+
+from absl import app, flags  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tff_meta.data import tff_native  # noqa: E402
+from tff_meta.models import keras_models  # noqa: E402
+
+flags.DEFINE_string('cache_dir', None, 'Folder holding TFF\'s shakespeare.sqlite.')
+flags.DEFINE_list('lrs', ['0.01'], 'Adam learning rates to try, one run each.')
+flags.DEFINE_integer('steps', 150, 'Full-batch Adam steps per run.')
+flags.DEFINE_integer('every', 10, 'Print every this many steps.')
+flags.DEFINE_integer('sequences', 1024, 'Windows in a training batch.')
+flags.DEFINE_integer('heldout', 1024, 'Windows scored, never trained on.')
+flags.DEFINE_bool('fresh_batches', True, 'A new training batch every step (else one fixed '
+                  'batch).')
+flags.DEFINE_integer('max_clients', 40, 'Roles the windows are drawn from (sorted ids).')
+flags.DEFINE_integer('stride', 3, 'Window stride (the reduced configs\' 3).')
+flags.DEFINE_integer('seed', 0, 'Seeds the draw and the initial weights.')
+flags.mark_flags_as_required(['cache_dir'])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  ds = tff_native.load_shakespeare(FLAGS.cache_dir, max_clients=FLAGS.max_clients,
+                                   stride=FLAGS.stride)
+  x = np.concatenate([c.x for c in ds.clients.values()])
+  y = np.concatenate([c.y for c in ds.clients.values()])
+  rng = np.random.default_rng(FLAGS.seed)
+  order = rng.permutation(len(x))
+  hx, hy = x[order[:FLAGS.heldout]], y[order[:FLAGS.heldout]]
+  pool = order[FLAGS.heldout:]
+  if len(pool) < FLAGS.sequences:
+    raise app.UsageError(f'{len(x)} windows: too few for --heldout plus --sequences')
+  freq = np.bincount(hy, minlength=ds.num_classes) / len(hy)
+  unigram = float(-np.sum(freq[freq > 0] * np.log(freq[freq > 0])))
+  print(f'{len(x)} windows from {len(ds.clients)} roles; held out {len(hy)}: unigram entropy '
+        f'{unigram:.4f}, most frequent character {100 * freq.max():.1f}%')
+  loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  for lr in (float(v) for v in FLAGS.lrs):
+    tf.random.set_seed(FLAGS.seed)
+    model = keras_models.shakespeare_lstm()
+    opt = tf.keras.optimizers.Adam(lr)
+
+    @tf.function
+    def step(bx, by):
+      with tf.GradientTape() as tape:
+        loss = loss_fn(by, model(bx))
+      grads = tape.gradient(loss, model.trainable_variables)
+      opt.apply_gradients(zip(grads, model.trainable_variables))  # pylint: disable=cell-var-from-loop
+      return loss
+
+    @tf.function
+    def heldout():
+      logits = model(hx)
+      hit = tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == hy, tf.float32)
+      return loss_fn(hy, logits), tf.reduce_mean(hit)
+
+    draw = np.random.default_rng(FLAGS.seed + 1)
+    fixed = pool[:FLAGS.sequences]
+    start = time.time()
+    print(f'Adam {lr}: step, training-batch loss, held-out loss, held-out accuracy %, seconds')
+    for i in range(FLAGS.steps):
+      batch = draw.choice(pool, FLAGS.sequences, replace=False) if FLAGS.fresh_batches else fixed
+      loss = step(x[batch], y[batch])
+      if i % FLAGS.every == 0 or i == FLAGS.steps - 1:
+        h_loss, h_acc = heldout()
+        print(f'  {i} {float(loss):.4f} {float(h_loss):.4f} {100 * float(h_acc):.1f} '
+              f'{time.time() - start:.0f}', flush=True)
+
+
+if __name__ == '__main__':
+  app.run(main)
