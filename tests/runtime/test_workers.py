@@ -46,7 +46,7 @@ def test_worker_dies_with_a_sigkilled_parent(tmp_path):
   """)
   # Under `nice`: the worker's own session keeps the parent's niceness (runtime/priority.py).
   # `nice -n` adds to the test's own niceness (`make test` may itself run under nice).
-  nice = priority.program_nice() + 3
+  nice = priority.nice_under(3)
   parent = subprocess.Popen(['nice', '-n', '3', sys.executable, '-c', script],
                             stdout=subprocess.PIPE, text=True)
   worker_pid = int(parent.stdout.readline())

@@ -37,6 +37,14 @@ def program_nice() -> int:
   return max(os.getpriority(os.PRIO_PROCESS, 0), autogroup_nice() or 0)
 
 
+def nice_under(increment: int) -> int:
+  """`program_nice()` of a child started as `nice -n <increment>`: its own nice value is this
+  program's plus `increment`, capped at 19 as the kernel caps it, and it shares this
+  program's autogroup until it starts a session of its own."""
+  own = min(os.getpriority(os.PRIO_PROCESS, 0) + int(increment), 19)
+  return max(own, autogroup_nice() or 0)
+
+
 def set_autogroup_nice(value: int, path: str = _SELF) -> bool:
   """Writes `value` (> 0) as the autogroup's nice value; False where it cannot be set."""
   if value <= 0:
