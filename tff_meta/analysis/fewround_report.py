@@ -40,6 +40,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta import provenance
+from tff_meta.analysis import variants
 from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save
 from tff_meta.analysis.tables import markdown_table, write_csv
 from tff_meta.program.files import write_text
@@ -175,17 +176,13 @@ def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
   entries, notes = [], []
   for (setting, method), members in by_key.items():
     flats = [_variant_config(full(run)) for run, _ in members]
-    keys = sorted(set().union(*flats))
-    varying = [k for k in keys if len({f.get(k) for f in flats}) > 1]
-    variants: Dict[str, list] = {}
-    for member, flat in zip(members, flats):
-      label = ', '.join(f'{k}={flat.get(k, "(absent)")}' for k in varying)
-      variants.setdefault(label, []).append(member)
-    for label, vmembers in sorted(variants.items()):
-      name = f'{method} [{label}]' if label else method
+    by_label: Dict[str, list] = {}
+    for member, label in zip(members, variants.variant_labels(flats)):
+      by_label.setdefault(label, []).append(member)
+    for label, vmembers in sorted(by_label.items()):
+      name = variants.labelled(method, label)
       vmembers.sort(key=lambda m: (m[0].seed, m[0].path))
-      seeds = [m[0].seed for m in vmembers]
-      dup = sorted({s for s in seeds if seeds.count(s) > 1})
+      dup = variants.repeated([m[0].seed for m in vmembers])
       if dup:
         notes.append(f'{name} ({setting.label}): more than one run of seed(s) {dup}; each is '
                      'counted: ' + ', '.join(m[0].path for m in vmembers if m[0].seed in dup))

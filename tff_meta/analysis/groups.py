@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from tff_meta.analysis import variants
 from tff_meta.evaluation import fairness
 from tff_meta.run_folder import Run, RunFolderError, Setting
 
@@ -90,19 +91,15 @@ def group_runs(runs: Sequence[Run]) -> Tuple[List[Group], List[str]]:
     flat = [{k: v for k, v in _flatten(r.config).items()
              if k not in _NOT_VARIANT_KEYS and k.split('.')[0] not in _NOT_VARIANT_KEYS}
             for r in members]
-    keys = sorted(set().union(*flat))
-    value = lambda f, k: repr(f[k] if k in f else defaults.get(k))
-    varying = [k for k in keys if len({value(f, k) for f in flat}) > 1]
-    variants: Dict[str, List[Run]] = {}
-    for run, f in zip(members, flat):
-      label = ', '.join(f'{k.removeprefix("hparams.")}={f.get(k, defaults.get(k))}'
-                        for k in varying)
-      variants.setdefault(label, []).append(run)
-    for label, vruns in sorted(variants.items()):
-      name = f'{method} [{label}]' if label else method
+    labels = variants.variant_labels(flat, missing=defaults.get,
+                                     name=lambda k: k.removeprefix('hparams.'))
+    by_label: Dict[str, List[Run]] = {}
+    for run, label in zip(members, labels):
+      by_label.setdefault(label, []).append(run)
+    for label, vruns in sorted(by_label.items()):
+      name = variants.labelled(method, label)
       vruns = sorted(vruns, key=lambda r: (r.seed, r.path))
-      seeds = [r.seed for r in vruns]
-      dup = sorted({s for s in seeds if seeds.count(s) > 1})
+      dup = variants.repeated([r.seed for r in vruns])
       if dup:
         notes.append(f'{name} on {setting.label}: more than one run with seed(s) {dup} '
                      '(each counts as a run in the mean): '

@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta import provenance
+from tff_meta.analysis import variants
 from tff_meta.analysis.groups import t_ci95
 from tff_meta.analysis.tables import markdown_table, write_csv
 from tff_meta.program.files import write_text
@@ -147,14 +148,11 @@ def group(runs: Sequence[RecommendRun], defaults: Optional[Dict[str, Any]] = Non
   for setting, idx in sorted(by_setting.items()):
     flats = {i: {k: repr(v) for k, v in full[i].items() if k not in _NOT_VARIANT_KEYS}
              for i in idx}
-    keys = sorted(set().union(*flats.values()))
-    varying = [k for k in keys if len({flats[i].get(k) for i in idx}) > 1]
     merged: Dict[Tuple[str, str], Entry] = {}
-    for i in idx:
-      variant = ', '.join(f'{k}={flats[i].get(k, "(absent)")}' for k in varying)
+    for i, variant in zip(idx, variants.variant_labels([flats[i] for i in idx])):
       run = runs[i]
       for row in run.rows:
-        name = f"{row['method']} [{variant}]" if variant else row['method']
+        name = variants.labelled(row['method'], variant)
         entry = merged.setdefault((variant, name), Entry(setting, name, {}))
         first = entry.by_seed.get(run.seed)
         if first is None:
