@@ -1,6 +1,7 @@
 r"""How long the Shakespeare LSTM sits at the unigram plateau under plain-TF Adam (issue #13).
 
   python -m benchmarks.lstm_plateau --cache_dir=../shared/data/tff --lrs=0.01,0.001 --steps=150
+  python -m benchmarks.lstm_plateau --cache_dir=../shared/data/tff --batches=roles --max_clients=100
 
 FedMeta(MAML) takes one server Adam step per round (FedMeta Appendix A.2, beta
 = 0.01 for Shakespeare, Table 4). This asks what a step budget of that size
@@ -11,7 +12,12 @@ windows drawn (seeded) from the first --max_clients roles of TFF's
 `shakespeare.sqlite` at the reduced configs' stride 3: a new batch every step
 (`--fresh_batches`, as the federation's rounds see new roles) or one fixed
 batch (which a 2-layer LSTM partly memorises). --heldout windows of the same
-roles, never trained on, are scored too. It prints the unigram entropy of the
+roles, never trained on, are scored too. `--batches=roles` instead trains
+each step on every window of --roles_per_step roles drawn at random (the
+federated round's batch: the reduced MAML config's 4 roles, their mean loss
+over windows, as FedMeta's example weighting gives, with no inner step;
+`--windows_per_role` caps each role's share, drawn afresh every step), to
+tell the batch's make-up apart from the meta-gradient. It prints the unigram entropy of the
 held-out windows (the loss of predicting the character frequencies, which a
 model that ignores its input reaches), then every --every steps the training
 batch's loss, the held-out loss and accuracy, and the seconds so far. Not a
@@ -39,6 +45,15 @@ flags.DEFINE_integer('sequences', 1024, 'Windows in a training batch.')
 flags.DEFINE_integer('heldout', 1024, 'Windows scored, never trained on.')
 flags.DEFINE_bool('fresh_batches', True, 'A new training batch every step (else one fixed '
                   'batch).')
+flags.DEFINE_enum('batches', 'windows', ['windows', 'roles'],
+                  'windows: --sequences windows drawn over all roles each step; roles: every '
+                  'window of --roles_per_step roles drawn each step, the loss their mean over '
+                  'windows (the federated round\'s batch: FedMeta weights the roles by their '
+                  'examples), summed chunk by chunk.')
+flags.DEFINE_integer('roles_per_step', 4, 'Roles a step with --batches=roles (the reduced '
+                     'configs\' clients per round).')
+flags.DEFINE_integer('windows_per_role', 0, 'With --batches=roles: at most this many of a '
+                     'drawn role\'s windows (a fresh random subset each step); 0 = all.')
 flags.DEFINE_integer('max_clients', 40, 'Roles the windows are drawn from (sorted ids).')
 flags.DEFINE_integer('stride', 3, 'Window stride (the reduced configs\' 3).')
 flags.DEFINE_integer('seed', 0, 'Seeds the draw and the initial weights.')
@@ -58,6 +73,11 @@ def main(argv):
   pool = order[FLAGS.heldout:]
   if len(pool) < FLAGS.sequences:
     raise app.UsageError(f'{len(x)} windows: too few for --heldout plus --sequences')
+  held = np.zeros(len(x), bool)
+  held[order[:FLAGS.heldout]] = True
+  bounds = np.cumsum([0] + [len(c.y) for c in ds.clients.values()])
+  role_rows = [r for r in (np.arange(a, b)[~held[a:b]] for a, b in zip(bounds[:-1], bounds[1:]))
+               if len(r)]   # each role's windows, less the held-out ones
   freq = np.bincount(hy, minlength=ds.num_classes) / len(hy)
   unigram = float(-np.sum(freq[freq > 0] * np.log(freq[freq > 0])))
   print(f'{len(x)} windows from {len(ds.clients)} roles; held out {len(hy)}: unigram entropy '
@@ -76,6 +96,25 @@ def main(argv):
       opt.apply_gradients(zip(grads, model.trainable_variables))  # pylint: disable=cell-var-from-loop
       return loss
 
+    grad_signature = [tf.TensorSpec([None, x.shape[1]], tf.int32), tf.TensorSpec([None], tf.int32)]
+
+    @tf.function(input_signature=grad_signature)
+    def chunk_gradient(bx, by):   # the summed loss of a chunk, and its gradient
+      with tf.GradientTape() as tape:
+        total = tf.reduce_sum(tf.keras.losses.sparse_categorical_crossentropy(
+            by, model(bx), from_logits=True))
+      return total, [tf.convert_to_tensor(g) for g in
+                     tape.gradient(total, model.trainable_variables)]   # embedding: dense
+
+    def roles_step(rows):   # Adam on the mean loss over every row, 512 rows at a time
+      total, grads = 0.0, None
+      for k in range(0, len(rows), 512):
+        part, g = chunk_gradient(x[rows[k:k + 512]], y[rows[k:k + 512]])
+        total += float(part)
+        grads = g if grads is None else [a + b for a, b in zip(grads, g)]
+      opt.apply_gradients(zip([g / len(rows) for g in grads], model.trainable_variables))  # pylint: disable=cell-var-from-loop
+      return total / len(rows)
+
     @tf.function
     def heldout():
       logits = model(hx)
@@ -87,8 +126,19 @@ def main(argv):
     start = time.time()
     print(f'Adam {lr}: step, training-batch loss, held-out loss, held-out accuracy %, seconds')
     for i in range(FLAGS.steps):
-      batch = draw.choice(pool, FLAGS.sequences, replace=False) if FLAGS.fresh_batches else fixed
-      loss = step(x[batch], y[batch])
+      if FLAGS.batches == 'roles':
+        picked = draw.choice(len(role_rows), FLAGS.roles_per_step, replace=False)
+        cap = lambda rows: (draw.choice(rows, FLAGS.windows_per_role, replace=False)
+                            if 0 < FLAGS.windows_per_role < len(rows) else rows)
+        rows = np.concatenate([cap(role_rows[r]) for r in picked])
+        loss = roles_step(rows)
+        if i % FLAGS.every == 0 or i == FLAGS.steps - 1:
+          shown = sorted(int(r) for r in picked) if len(picked) <= 8 else f'{len(picked)} roles'
+          print(f'  roles {shown}: {len(rows)} windows',
+                flush=True)
+      else:
+        batch = draw.choice(pool, FLAGS.sequences, replace=False) if FLAGS.fresh_batches else fixed
+        loss = step(x[batch], y[batch])
       if i % FLAGS.every == 0 or i == FLAGS.steps - 1:
         h_loss, h_acc = heldout()
         print(f'  {i} {float(loss):.4f} {float(h_loss):.4f} {100 * float(h_acc):.1f} '
