@@ -71,10 +71,9 @@ def main(argv):
   order = rng.permutation(len(x))
   hx, hy = x[order[:FLAGS.heldout]], y[order[:FLAGS.heldout]]
   pool = order[FLAGS.heldout:]
-  if len(pool) < FLAGS.sequences:
+  if FLAGS.batches == 'windows' and len(pool) < FLAGS.sequences:
     raise app.UsageError(f'{len(x)} windows: too few for --heldout plus --sequences')
-  held = np.zeros(len(x), bool)
-  held[order[:FLAGS.heldout]] = True
+  held = np.isin(np.arange(len(x)), order[:FLAGS.heldout])
   bounds = np.cumsum([0] + [len(c.y) for c in ds.clients.values()])
   role_rows = [r for r in (np.arange(a, b)[~held[a:b]] for a, b in zip(bounds[:-1], bounds[1:]))
                if len(r)]   # each role's windows, less the held-out ones
@@ -122,14 +121,14 @@ def main(argv):
       return loss_fn(hy, logits), tf.reduce_mean(hit)
 
     draw = np.random.default_rng(FLAGS.seed + 1)
+    cap = lambda rows: (draw.choice(rows, FLAGS.windows_per_role, replace=False)  # pylint: disable=cell-var-from-loop
+                        if 0 < FLAGS.windows_per_role < len(rows) else rows)
     fixed = pool[:FLAGS.sequences]
     start = time.time()
     print(f'Adam {lr}: step, training-batch loss, held-out loss, held-out accuracy %, seconds')
     for i in range(FLAGS.steps):
       if FLAGS.batches == 'roles':
         picked = draw.choice(len(role_rows), FLAGS.roles_per_step, replace=False)
-        cap = lambda rows: (draw.choice(rows, FLAGS.windows_per_role, replace=False)
-                            if 0 < FLAGS.windows_per_role < len(rows) else rows)
         rows = np.concatenate([cap(role_rows[r]) for r in picked])
         loss = roles_step(rows)
         if i % FLAGS.every == 0 or i == FLAGS.steps - 1:
