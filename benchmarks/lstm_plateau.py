@@ -105,7 +105,11 @@ def main(argv):
       return total, [tf.convert_to_tensor(g) for g in
                      tape.gradient(total, model.trainable_variables)]   # embedding: dense
 
-    def roles_step(rows):   # Adam on the mean loss over every row, 512 rows at a time
+    # Adam on the mean loss over every row, 512 rows at a time. Not `learning.slices.mean_gradient`:
+    # that differentiates a function of weight tensors (`models.functional`), and TFF's
+    # functional Keras model refuses to run outside a graph context (a TFF computation),
+    # while this benchmark trains the eager Keras model that `step` and `heldout` use.
+    def roles_step(rows):
       total, grads = 0.0, None
       for k in range(0, len(rows), 512):
         part, g = chunk_gradient(x[rows[k:k + 512]], y[rows[k:k + 512]])

@@ -84,6 +84,18 @@ def _reading(rows, seeds) -> str:
   return line
 
 
+def _settings(cfg, per_method) -> str:
+  """One line: the hparams that differ by method (the config's [method_hparams]), so the
+  table is read with the settings it ran; '' when no method has any."""
+  parts = [f'{results[0].display_name} ' + ', '.join(
+               f'{k} {v}' for k, v in sorted(cfg.method_hparams[method].items()))
+           for method, results in per_method.items() if cfg.method_hparams.get(method)]
+  if not parts:
+    return ''
+  return (f'Settings per method (the [method_hparams] of {FLAGS.config}, after any flags; the '
+          f'config says how they were chosen): ' + '; '.join(parts) + '.')
+
+
 def main(argv):
   del argv
   try:
@@ -123,7 +135,7 @@ def main(argv):
                for results in per_method.values()}
   table = tables.format_table(rows)
   print(f'\nMean over seeds {seeds}; "±" is the std of accuracy across those runs.\n' + table)
-  reading = _reading(rows, seeds)
+  reading = '\n'.join(line for line in (_reading(rows, seeds), _settings(cfg, per_method)) if line)
   print('\n' + reading)
   tables.write_csv(rows, os.path.join(out, 'comparison.csv'))
   files.write_text(os.path.join(out, 'comparison.md'),

@@ -1,11 +1,15 @@
 """The shared ending of programs (cli.guard) and atomic writes (files), in process."""
 
+import errno
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from tff_meta.program import cli, files
+from tests.conftest import REPO
 
 
 class BadInput(ValueError):
@@ -114,3 +118,41 @@ def test_require_folder(tmp_path):
   with pytest.raises(NotADirectoryError) as e:
     files.require_folder(tmp_path / 'f')
   assert e.value.filename == str(tmp_path / 'f')
+
+
+
+HOLD = """
+import sys, time
+from tff_meta.program import files
+files.claim_folder(sys.argv[1])
+print('held', flush=True)
+time.sleep(120)
+"""
+PROBE = """
+import sys
+from tff_meta.program import cli, files
+try:
+  files.claim_folder(sys.argv[1])
+except OSError as e:
+  print(e.errno, cli.describe_os_error(e))
+"""
+
+
+def test_claim_folder_refuses_a_second_writer_until_the_first_ends(tmp_path):
+  out = tmp_path / 'a' / 'run'
+  holder = subprocess.Popen([sys.executable, '-c', HOLD, str(out)], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == 'held\n'
+    assert out.is_dir() and (out / files.LOCK_FILE).read_text() == f'{holder.pid}\n'
+    line = subprocess.run([sys.executable, '-c', PROBE, str(out)], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout
+    assert line == (f'{errno.EBUSY} {out}: another run (PID {holder.pid}) is writing this output '
+                    'folder; wait for it to end (the same command then resumes where it stopped) '
+                    'or give another output folder.\n')
+  finally:
+    holder.kill()
+    holder.wait()
+  files.claim_folder(out)   # the kernel dropped the killed holder's lock
+  files.claim_folder(out)   # held by this process already: a no-op
+  assert (out / files.LOCK_FILE).read_text() == f'{os.getpid()}\n'

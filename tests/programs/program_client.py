@@ -36,13 +36,16 @@ class Runner:
 
 
 def snapshot(*roots):
-  """path -> bytes of every file under `roots` (a file root is itself)."""
+  """path -> bytes of every file under `roots` (a file root is itself), less the run
+  folders' `.lock` files (a run's PID, rewritten by each program that claims the folder)."""
   files = {}
   for root in map(str, roots):
     if os.path.isfile(root):
       files[root] = open(root, 'rb').read()
     for folder, _, names in os.walk(root):
       for name in names:
+        if name == '.lock':
+          continue
         path = os.path.join(folder, name)
         with open(path, 'rb') as f:
           files[path] = f.read()

@@ -50,3 +50,8 @@ def test_compare_two_methods_two_seeds(tmp_path):
   points = np.mean([float(r['query_examples']) for r in rows])
   assert f'so one example moves a run\'s accuracy by {100 / points:.2f} points' in proc.stdout
   assert 'vs FedAvg' in (out / 'comparison.md').read_text()
+  # The settings each method ran with, from the config's [method_hparams], in print and file.
+  line = ('Settings per method (the [method_hparams] of configs/demo/digits.toml, after any '
+          'flags; the config says how they were chosen): FedAvg client_lr 0.3, local_epochs 5; FedMeta(MAML) '
+          'inner_lr 0.1, inner_steps 1, server_lr 0.01.')
+  assert line in proc.stdout and line in (out / 'comparison.md').read_text()

@@ -49,6 +49,7 @@ def prepare_output(cfg, out: str) -> None:
   <out>/config.toml. A config.toml that has a key's old name
   (`FewRoundConfig.RENAMED`, e.g. meta_lr) holds the same setting.
   """
+  files.claim_folder(out)   # one writer at a time; before its checkpoints are read
   current = tomllib.loads(config_file.to_toml(cfg))
   keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
   if os.path.isdir(out):
@@ -57,7 +58,6 @@ def prepare_output(cfg, out: str) -> None:
         checkpoints.check_same_run(os.path.join(out, stage), keys, current,
                                    config_file=os.path.join(os.pardir, CONFIG_FILE),
                                    renamed=FewRoundConfig.RENAMED)
-  os.makedirs(out, exist_ok=True)
   files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
   provenance.record(out)   # each stage resumes on its own: the start is left blank
 

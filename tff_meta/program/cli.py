@@ -55,6 +55,8 @@ _OS_HINTS = {
     errno.EROFS: 'the file system is read-only; choose another path',
     errno.ENOSPC: 'the disk is full; free space or choose another path',
     errno.ENAMETOOLONG: 'the name is too long; choose a shorter path',
+    errno.EBUSY: ('wait for it to end (the same command then resumes where it stopped) or give '
+                  'another output folder'),
 }
 
 

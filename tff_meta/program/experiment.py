@@ -94,7 +94,7 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
   model = model or build_model(cfg, data)
   alg = build_algorithm(cfg, model, data)
   out = cfg.resolved_output_dir()
-  files.require_folder(out)
+  files.claim_folder(out)   # one writer at a time; before its checkpoints are read
   checkpoints.check_same_run(out, ('algorithm', 'dataset', 'model'), dataclasses.asdict(cfg))
   return training_loop.run(
       alg, data, privacy=privacy.budget(cfg, len(data.train)), rounds=cfg.rounds,

@@ -3,16 +3,23 @@
 Each write goes to a temporary file in the same folder, is flushed to disk,
 and then replaces the target with `os.replace` (atomic on POSIX), so a
 reader sees the old file or the new one, never a mix.
+
+`claim_folder` keeps two programs from writing one output folder at once
+(say, the same resume command started twice): the first holds an exclusive
+`flock` on the folder's `.lock` file until it exits (the kernel drops it
+however the process ends, SIGKILL included); the second stops with one
+line naming the first's PID.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import tempfile
-from typing import IO, Iterator, Union
+from typing import IO, Dict, Iterator, Union
 
 
 def _umask() -> int:
@@ -59,6 +66,34 @@ def require_folder(path: Union[str, os.PathLike]) -> None:
   """NotADirectoryError naming `path` if it exists but is not a folder (check before writing)."""
   if os.path.exists(path) and not os.path.isdir(path):
     raise NotADirectoryError(errno.ENOTDIR, 'is a file, not an output folder', os.fspath(path))
+
+
+LOCK_FILE = '.lock'
+_claimed: Dict[str, int] = {}   # real path of a claimed folder -> its open lock file's fd
+
+
+def claim_folder(path: Union[str, os.PathLike]) -> None:
+  """Creates the folder `path` if missing and locks it for this process until it exits.
+
+  Raises OSError(EBUSY) naming the holder's PID when another process holds the lock.
+  Claiming a folder this process already holds is a no-op.
+  """
+  require_folder(path)
+  os.makedirs(path, exist_ok=True)
+  real = os.path.realpath(path)
+  if real in _claimed:
+    return
+  fd = os.open(os.path.join(real, LOCK_FILE), os.O_RDWR | os.O_CREAT, _FILE_MODE)
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+  except BlockingIOError:
+    holder = os.pread(fd, 64, 0).decode(errors='replace').strip() or 'unknown'
+    os.close(fd)
+    raise OSError(errno.EBUSY, f'another run (PID {holder}) is writing this output folder',
+                  os.fspath(path)) from None
+  os.ftruncate(fd, 0)
+  os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
+  _claimed[real] = fd   # held open, so locked, for the life of the process
 
 
 def save_figure(fig, path: Union[str, os.PathLike], **kwargs) -> None:

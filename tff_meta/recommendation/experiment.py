@@ -78,7 +78,7 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   out = cfg.resolved_output_dir()
   files.require_folder(out)
   data = task.prepare(cfg)   # bad data stops the run before it writes anything
-  os.makedirs(out, exist_ok=True)
+  files.claim_folder(out)   # creates it; one writer at a time
   files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
   provenance.record(out)
   logging.info('%s', data.summary())
