@@ -4,7 +4,9 @@ TFF's default local context starts `worker_binary` and never stops it
 (its `__del__` fails at interpreter shutdown, TFF_NOTES): orphans pile up and
 keep the parent's stdout open. We start the same binary ourselves, with its
 output in a log file, in its own process group, remember every PID, and stop
-them on `stop()`, on interpreter exit (atexit), and on SIGTERM. On Linux the
+them on `stop()`, on interpreter exit (atexit), and on SIGTERM (then the program
+exits with 143 and one `error:` line, by `os._exit` if the normal exit has not
+ended it within TERM_GRACE_S seconds). On Linux the
 worker also gets SIGTERM from the kernel if our process dies by SIGKILL
 (PR_SET_PDEATHSIG), so not even a killed run leaves a worker behind. Its new
 session keeps the program's niceness across Linux autogroups (priority.py).
@@ -182,6 +184,17 @@ def stop_all_workers() -> None:
 
 _HANDLERS_INSTALLED = False
 
+# After SIGTERM a program exits the normal way (SystemExit, atexit, finalizers); if that has not
+# ended the process within this many seconds, it ends with os._exit. A TFF call in flight when
+# the workers were stopped can leave a thread that interpreter shutdown waits on forever.
+TERM_GRACE_S = 10.0
+
+
+def _exit_after(seconds: float, code: int) -> None:
+  timer = threading.Timer(seconds, os._exit, (code,))  # pylint: disable=protected-access
+  timer.daemon = True   # runs while shutdown waits for the other threads
+  timer.start()
+
 
 
 
@@ -199,6 +212,10 @@ def _install_handlers() -> None:
       if callable(previous):
         previous(signum, frame)
       else:
+        print('error: terminated (SIGTERM); the TFF workers are stopped. Rerunning the same '
+              'command resumes from the last checkpoint (where the program keeps checkpoints).',
+              file=sys.stderr, flush=True)
+        _exit_after(TERM_GRACE_S, 128 + signum)
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, on_sigterm)
 
