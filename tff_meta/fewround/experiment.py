@@ -52,12 +52,11 @@ def prepare_output(cfg, out: str) -> None:
   files.claim_folder(out)   # one writer at a time; before its checkpoints are read
   current = tomllib.loads(config_file.to_toml(cfg))
   keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
-  if os.path.isdir(out):
-    for stage in sorted(os.listdir(out)):
-      if os.path.isdir(os.path.join(out, stage, CHECKPOINTS_DIR)):
-        checkpoints.check_same_run(os.path.join(out, stage), keys, current,
-                                   config_file=os.path.join(os.pardir, CONFIG_FILE),
-                                   renamed=FewRoundConfig.RENAMED)
+  for stage in sorted(os.listdir(out)):   # claim_folder made it
+    if os.path.isdir(os.path.join(out, stage, CHECKPOINTS_DIR)):
+      checkpoints.check_same_run(os.path.join(out, stage), keys, current,
+                                 config_file=os.path.join(os.pardir, CONFIG_FILE),
+                                 renamed=FewRoundConfig.RENAMED)
   files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
   provenance.record(out)   # each stage resumes on its own: the start is left blank
 
