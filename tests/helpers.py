@@ -1,6 +1,11 @@
 """Small real data and plain-TF references shared by the tests."""
 
 import collections
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -282,3 +287,43 @@ def fedmeta_rounds(variant: str, clients_per_round: int):
     return client_data.round_data('episode', [data.train[i] for i in idx], 0, r)
   return proc, round_batch
 
+
+
+_HOLD_FOLDER = """
+import sys, time
+from tff_meta.program import files
+files.claim_folder(sys.argv[1])
+print('held', flush=True)
+time.sleep(300)
+"""
+
+
+@contextlib.contextmanager
+def folder_held_by_another_run(folder):
+  """Within the block, another process holds `folder` as a run folder (`files.claim_folder`, as a
+  running program does); yields that process's PID. It is killed at the end, and so its lock
+  dropped."""
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  holder = subprocess.Popen([sys.executable, '-c', _HOLD_FOLDER, str(folder)], cwd=repo,
+                            stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == 'held\n'
+    yield holder.pid
+  finally:
+    holder.kill()
+    holder.wait()
+    holder.stdout.close()
+
+
+def sigterm_after_first_line(script, cwd=None):
+  """Runs `python -c script`, sends it SIGTERM once it has printed its first stdout line, and
+  returns (that line, its exit code, its stderr)."""
+  program = subprocess.Popen([sys.executable, '-c', script], cwd=cwd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+  first = program.stdout.readline()
+  program.send_signal(signal.SIGTERM)
+  try:
+    _, err = program.communicate(timeout=60)
+  finally:
+    program.kill()
+  return first, program.returncode, err

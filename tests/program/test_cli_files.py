@@ -5,11 +5,13 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
 from tff_meta.program import cli, files
 from tests.conftest import REPO
+from tests.helpers import folder_held_by_another_run, sigterm_after_first_line
 
 
 class BadInput(ValueError):
@@ -91,6 +93,36 @@ def test_normal_exit_passes_through(capsys, monkeypatch, tmp_path):
   assert code == 4
 
 
+def test_sigterm_stops_the_workers_and_ends_a_program_whose_shutdown_hangs():
+  """SIGTERM in a program: its TFF workers stopped, one error line with the resume hint, exit 143,
+  even when a thread (here one that never ends, as a TFF call left in flight can) would keep
+  interpreter shutdown waiting forever (then cli's timer ends it after TERM_GRACE_S)."""
+  script = textwrap.dedent("""
+      import threading, time
+      from tff_meta.program import cli
+      from tff_meta.runtime import workers
+      cli.TERM_GRACE_S = 1.0
+      def main(argv):
+        w = workers.WorkerProcess()
+        threading.Thread(target=threading.Event().wait).start()   # not a daemon; never ends
+        print(w.pid, flush=True)
+        time.sleep(120)
+      cli.run(main)
+  """)
+  first, code, err = sigterm_after_first_line(script, cwd=REPO)
+  worker_pid = int(first)
+  assert code == cli.TERMINATED_EXIT_CODE == 143
+  assert [line for line in err.splitlines() if line.startswith('error:')] == [
+      'error: terminated (SIGTERM). Rerunning the same command resumes from the last checkpoint '
+      '(where the program keeps checkpoints).']
+  assert 'Traceback' not in err
+  try:
+    os.kill(worker_pid, 0)   # stopped and reaped by the program (its child) before it ended
+    raise AssertionError(f'worker {worker_pid} outlived its program')
+  except ProcessLookupError:
+    pass
+
+
 def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path):
   path = tmp_path / 'results.json'
   files.write_json(path, {'a': 1})
@@ -121,13 +153,6 @@ def test_require_folder(tmp_path):
 
 
 
-HOLD = """
-import sys, time
-from tff_meta.program import files
-files.claim_folder(sys.argv[1])
-print('held', flush=True)
-time.sleep(120)
-"""
 PROBE = """
 import sys
 from tff_meta.program import cli, files
@@ -140,19 +165,13 @@ except OSError as e:
 
 def test_claim_folder_refuses_a_second_writer_until_the_first_ends(tmp_path):
   out = tmp_path / 'a' / 'run'
-  holder = subprocess.Popen([sys.executable, '-c', HOLD, str(out)], cwd=REPO,
-                            stdout=subprocess.PIPE, text=True)
-  try:
-    assert holder.stdout.readline() == 'held\n'
-    assert out.is_dir() and (out / files.LOCK_FILE).read_text() == f'{holder.pid}\n'
+  with folder_held_by_another_run(out) as holder_pid:
+    assert out.is_dir() and (out / files.LOCK_FILE).read_text() == f'{holder_pid}\n'
     line = subprocess.run([sys.executable, '-c', PROBE, str(out)], cwd=REPO, check=True,
                           capture_output=True, text=True).stdout
-    assert line == (f'{errno.EBUSY} {out}: another run (PID {holder.pid}) is writing this output '
+    assert line == (f'{errno.EBUSY} {out}: another run (PID {holder_pid}) is writing this output '
                     'folder; wait for it to end (the same command then resumes where it stopped) '
                     'or give another output folder.\n')
-  finally:
-    holder.kill()
-    holder.wait()
   files.claim_folder(out)   # the kernel dropped the killed holder's lock
   files.claim_folder(out)   # held by this process already: a no-op
   assert (out / files.LOCK_FILE).read_text() == f'{os.getpid()}\n'

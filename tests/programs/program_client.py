@@ -13,6 +13,7 @@ import sys
 
 from tests.conftest import REPO
 from tests.helpers import program_env
+from tff_meta.program.files import LOCK_FILE
 
 
 class Runner:
@@ -44,7 +45,7 @@ def snapshot(*roots):
       files[root] = open(root, 'rb').read()
     for folder, _, names in os.walk(root):
       for name in names:
-        if name == '.lock':
+        if name == LOCK_FILE:
           continue
         path = os.path.join(folder, name)
         with open(path, 'rb') as f:

@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers import program_env
+from tests.helpers import folder_held_by_another_run, program_env
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=2', '--eval_every=1',
@@ -301,20 +301,12 @@ def test_run_folder_in_use_by_another_run(runner, trained, tmp_path):
   """A second writer of one run folder (the resume command started twice) stops at once."""
   out = tmp_path / 'run'
   shutil.copytree(trained, out)
-  hold = ('import sys, time\nfrom tff_meta.program import files\n'
-          'files.claim_folder(sys.argv[1])\nprint("held", flush=True)\ntime.sleep(300)')
-  holder = subprocess.Popen([sys.executable, '-c', hold, str(out)], cwd=REPO,
-                            stdout=subprocess.PIPE, text=True)
-  try:
-    assert holder.stdout.readline() == 'held\n'
+  with folder_held_by_another_run(out) as holder_pid:
     before = snapshot(out)
     proc = runner.run('programs.train', *TRAIN, '--algorithm=fedavg', '--rounds=3',
                       f'--output_dir={out}')
-    assert_clean_error(proc, f'{out}: another run (PID {holder.pid}) is writing this output '
+    assert_clean_error(proc, f'{out}: another run (PID {holder_pid}) is writing this output '
                        'folder; wait for it to end', before)
-  finally:
-    holder.kill()
-    holder.wait()
 
 
 def test_checkpoint_of_another_model_size(runner, trained, tmp_path):

@@ -11,6 +11,7 @@ import types
 
 import pytest
 
+from tests.helpers import sigterm_after_first_line
 from tff_meta.program import executor
 from tff_meta.program.config import ConfigError
 from tff_meta.runtime import priority
@@ -61,31 +62,21 @@ def test_worker_dies_with_a_sigkilled_parent(tmp_path):
   assert not _alive(worker_pid), 'worker outlived its SIGKILLed parent'
 
 
-def test_sigterm_stops_the_workers_and_ends_a_program_whose_shutdown_hangs():
-  """SIGTERM: workers stopped, one error line, exit 143, even when a thread (here one that never
-  ends, as a TFF call left in flight can) would keep interpreter shutdown waiting forever."""
+def test_sigterm_in_library_use_stops_the_workers_then_ends_as_by_default():
+  """No program handler (library use, e.g. a notebook's kernel): the workers are stopped, then
+  SIGTERM's default action ends the process (the programs' message is program.cli's)."""
   script = textwrap.dedent(f"""
-      import sys, threading, time
+      import sys, time
       sys.path.insert(0, {os.getcwd()!r})
       from tff_meta.runtime import workers
-      workers.TERM_GRACE_S = 1.0
       w = workers.WorkerProcess()
-      threading.Thread(target=threading.Event().wait).start()   # not a daemon; never ends
       print(w.pid, flush=True)
       time.sleep(120)
   """)
-  program = subprocess.Popen([sys.executable, '-c', script], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-  worker_pid = int(program.stdout.readline())
-  program.send_signal(signal.SIGTERM)
-  try:
-    _, err = program.communicate(timeout=60)
-  finally:
-    program.kill()
-  assert program.returncode == 128 + signal.SIGTERM
-  assert [line for line in err.splitlines() if line.startswith('error:')] == [
-      'error: terminated (SIGTERM); the TFF workers are stopped. Rerunning the same command '
-      'resumes from the last checkpoint (where the program keeps checkpoints).']
+  first, code, err = sigterm_after_first_line(script)
+  worker_pid = int(first)
+  assert code == -signal.SIGTERM, err
+  assert 'error:' not in err and 'Traceback' not in err
   assert not _alive(worker_pid)
 
 

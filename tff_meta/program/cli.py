@@ -13,7 +13,12 @@ quieted (`logs.quiet`) before `main` runs. It ends the program this way:
   what to check, exit 1;
 - a bad flag (unknown flag, a value of the wrong type, a missing required
   flag, stray arguments) prints `error: <absl's message>`, exit 1;
-- Ctrl-C prints `error: interrupted` with how to resume, exit 130;
+- Ctrl-C prints `error: interrupted` with how to resume, exit 130; SIGTERM
+  (a scheduler, `timeout`, `kill`) prints `error: terminated (SIGTERM)` with
+  the same hint, exit 143 (runtime.workers stops the TFF workers first). If
+  the normal exit has not ended the process within TERM_GRACE_S seconds (a
+  TFF call left in flight can leave a thread that interpreter shutdown waits
+  on forever), it ends with `os._exit(143)`;
 - anything else is a bug in this project, not in the input: the program
   prints `error: internal error (<type>: <message>)` and where the full
   traceback was saved, and exits 70 (EX_SOFTWARE). Developers see the
@@ -30,8 +35,10 @@ import errno
 import functools
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Callable, NoReturn, Tuple, Type
@@ -42,6 +49,10 @@ from tff_meta.program import logs
 
 INTERNAL_ERROR_EXIT_CODE = 70   # EX_SOFTWARE (sysexits.h)
 INTERRUPTED_EXIT_CODE = 130     # 128 + SIGINT, as shells report Ctrl-C
+TERMINATED_EXIT_CODE = 128 + signal.SIGTERM
+TERM_GRACE_S = 10.0
+RESUME_HINT = ('Rerunning the same command resumes from the last checkpoint (where the program '
+               'keeps checkpoints).')
 TRACEBACK_ENV = 'TFF_META_TRACEBACK'
 MAX_MESSAGE_CHARS = 600
 
@@ -121,8 +132,7 @@ def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
     except OSError as e:
       fail(describe_os_error(e))
     except KeyboardInterrupt:
-      fail('interrupted. Rerunning the same command resumes from the last checkpoint '
-           '(where the program keeps checkpoints).', INTERRUPTED_EXIT_CODE)
+      fail(f'interrupted. {RESUME_HINT}', INTERRUPTED_EXIT_CODE)
     except Exception as e:  # pylint: disable=broad-except
       _internal_error(e)
   return guarded
@@ -136,9 +146,19 @@ def parse_flags(argv):
     fail(f'{e} (--helpshort lists the flags).')
 
 
+def _on_sigterm(signum, frame) -> NoReturn:
+  del frame
+  timer = threading.Timer(TERM_GRACE_S, os._exit, (128 + signum,))  # pylint: disable=protected-access
+  timer.daemon = True   # runs while interpreter shutdown waits for the other threads
+  timer.start()
+  fail(f'terminated (SIGTERM). {RESUME_HINT}', 128 + signum)
+
+
 def run(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
         exit_code: Callable[[BaseException], int] = lambda e: 1) -> None:
   """`absl.app.run(main)`, ending as the module docstring says."""
+  if threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, _on_sigterm)
   app.run(guard(main, user_errors, exit_code), flags_parser=parse_flags)
 
 

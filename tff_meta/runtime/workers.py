@@ -4,9 +4,9 @@ TFF's default local context starts `worker_binary` and never stops it
 (its `__del__` fails at interpreter shutdown, TFF_NOTES): orphans pile up and
 keep the parent's stdout open. We start the same binary ourselves, with its
 output in a log file, in its own process group, remember every PID, and stop
-them on `stop()`, on interpreter exit (atexit), and on SIGTERM (then the program
-exits with 143 and one `error:` line, by `os._exit` if the normal exit has not
-ended it within TERM_GRACE_S seconds). On Linux the
+them on `stop()`, on interpreter exit (atexit), and on SIGTERM (then the SIGTERM
+handler that was there before runs: a program's, `program.cli`'s one `error:`
+line and exit 143; in library use the default action ends the process). On Linux the
 worker also gets SIGTERM from the kernel if our process dies by SIGKILL
 (PR_SET_PDEATHSIG), so not even a killed run leaves a worker behind. Its new
 session keeps the program's niceness across Linux autogroups (priority.py).
@@ -184,19 +184,6 @@ def stop_all_workers() -> None:
 
 _HANDLERS_INSTALLED = False
 
-# After SIGTERM a program exits the normal way (SystemExit, atexit, finalizers); if that has not
-# ended the process within this many seconds, it ends with os._exit. A TFF call in flight when
-# the workers were stopped can leave a thread that interpreter shutdown waits on forever.
-TERM_GRACE_S = 10.0
-
-
-def _exit_after(seconds: float, code: int) -> None:
-  timer = threading.Timer(seconds, os._exit, (code,))  # pylint: disable=protected-access
-  timer.daemon = True   # runs while shutdown waits for the other threads
-  timer.start()
-
-
-
 
 def _install_handlers() -> None:
   global _HANDLERS_INSTALLED
@@ -204,18 +191,15 @@ def _install_handlers() -> None:
     return
   _HANDLERS_INSTALLED = True
   atexit.register(stop_all_workers)
-  if threading.current_thread() is threading.main_thread():
-    previous = signal.getsignal(signal.SIGTERM)
+  previous = signal.getsignal(signal.SIGTERM)
+  if threading.current_thread() is threading.main_thread() and previous != signal.SIG_IGN:
 
     def on_sigterm(signum, frame):
       stop_all_workers()
       if callable(previous):
         previous(signum, frame)
-      else:
-        print('error: terminated (SIGTERM); the TFF workers are stopped. Rerunning the same '
-              'command resumes from the last checkpoint (where the program keeps checkpoints).',
-              file=sys.stderr, flush=True)
-        _exit_after(TERM_GRACE_S, 128 + signum)
-        raise SystemExit(128 + signum)
+      else:   # SIG_DFL or None (not set from Python): end as if this handler were not there
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
     signal.signal(signal.SIGTERM, on_sigterm)
 
