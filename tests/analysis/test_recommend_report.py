@@ -122,6 +122,17 @@ def test_build_writes_report_and_csv_and_skips_other_folders(runs, tmp_path):
   assert 'rmse_seed0' in csv[0] and len(csv) == 4
 
 
+def test_one_seed_shows_its_values_without_a_spread(tmp_path):
+  """A metric over one seed has no std to show: '0.9180', not '0.9180 ± 0.0000'."""
+  _write(tmp_path / 's0', ('NN(pre-trained)', 'MAML'), 0)
+  _write(tmp_path / 's1', ('MAML',), 1)
+  entries, _ = recommend_report.group(recommend_report.find_runs([str(tmp_path)]), defaults={})
+  md = recommend_report.markdown(recommend_report.entry_rows(entries))
+  assert '| NN(pre-trained) | 0.9170 |  | 0.9170 |' in md and '0.9170 ±' not in md
+  assert '| NN(pre-trained) | 1 | 0.9170 | 40.00 |' in md
+  assert f'| 2 | {np.mean([0.918, 0.896]):.4f} ± {np.std([0.918, 0.896]):.4f} | 40.50 ± 0.50 |' in md
+
+
 def test_program_reports_and_refuses_a_folder_without_runs(runs, tmp_path):
   cmd = [sys.executable, '-m', 'programs.recommend_report', f'--runs={runs}',
          f'--output_dir={tmp_path / "out"}']

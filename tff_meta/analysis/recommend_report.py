@@ -203,7 +203,10 @@ def _mean_cell(row, key, scale) -> str:
   if key not in row:
     return ''
   digits = 4 if scale == 1.0 else 2
-  return f'{scale * row[key]:.{digits}f} ± {scale * row[key + "_std"]:.{digits}f}'
+  mean = f'{scale * row[key]:.{digits}f}'
+  if row['seeds'] < 2:   # one seed: no spread to show
+    return mean
+  return f'{mean} ± {scale * row[key + "_std"]:.{digits}f}'
 
 
 def _vs_cell(row) -> str:
