@@ -148,10 +148,11 @@ def parse_flags(argv):
 
 def _on_sigterm(signum, frame) -> NoReturn:
   del frame
-  timer = threading.Timer(TERM_GRACE_S, os._exit, (128 + signum,))  # pylint: disable=protected-access
+  del signum   # installed for SIGTERM only
+  timer = threading.Timer(TERM_GRACE_S, os._exit, (TERMINATED_EXIT_CODE,))  # pylint: disable=protected-access
   timer.daemon = True   # runs while interpreter shutdown waits for the other threads
   timer.start()
-  fail(f'terminated (SIGTERM). {RESUME_HINT}', 128 + signum)
+  fail(f'terminated (SIGTERM). {RESUME_HINT}', TERMINATED_EXIT_CODE)
 
 
 def run(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
