@@ -8,8 +8,10 @@ query image per class and client.
 import collections
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from tff_meta import provenance
 from tff_meta.config_file import ConfigError
 from tff_meta.fewround import baselines
 from tff_meta.fewround import config as config_lib
+from tff_meta.fewround import experiment
 from tff_meta.fewround import tasks
 from tff_meta.registry import UnknownNameError
 
@@ -234,3 +237,36 @@ def test_select_every_must_be_a_multiple_of_checkpoint_every():
   with pytest.raises(ConfigError, match='select_every must be 0 or a multiple of '
                      'checkpoint_every \\(50\\), got 30'):
     config_lib.load(os.path.join(REPO, CONFIG), {'select_every': 30}).validate()
+
+
+def test_a_stopped_test_phase_resumes_after_its_saved_episodes(tmp_path):
+  """A run stopped during a method's test keeps the episodes saved so far (every
+  deploy.SAVE_EVERY) and its rerun plays only the rest; deploy's tests show the numbers
+  equal an uninterrupted test's, and the reruns tests above that episode i is the same."""
+  common = [f'--config={CONFIG}', '--methods=fedavg', '--test_episodes=20', '--test_rounds=1,2',
+            '--examples_per_class=6', '--num_clients=3',
+            f'--data_path={os.path.join(FIXTURES, "tff")}']
+  out = tmp_path / 'stopped'
+  progress = out / experiment.TEST_PROGRESS_DIR / 'fedavg.json'
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  log = tmp_path / 'stopped.log'             # a file, not a pipe: TF's logging would fill one
+  with open(log, 'w') as f:
+    run = subprocess.Popen([sys.executable, '-m', 'programs.few_round', '--progress=false',
+                            *common, f'--output_dir={out}'], cwd=REPO, env=env, stdout=f,
+                           stderr=subprocess.STDOUT)
+    deadline = time.time() + 600
+    while not progress.exists() and run.poll() is None and time.time() < deadline:
+      time.sleep(0.02)
+    run.send_signal(signal.SIGTERM)            # stopped during the test phase
+    run.wait(timeout=120)
+  assert run.returncode == 143, log.read_text()[-2000:]
+  saved = json.loads(progress.read_text())['accuracy']
+  assert len(saved['1']) == 10 and not (out / 'results.json').exists()
+  proc = _run(*common, f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert 'resuming after test episode 10 of 20' in proc.stdout
+  row = json.loads((out / 'results.json').read_text())['results'][0]
+  for r in ('1', '2'):
+    assert row['accuracy'][r]['episodes'] == 20
+    assert row['accuracy'][r]['per_episode'][:10] == saved[r]
+  assert not progress.exists()                 # removed once the row is written

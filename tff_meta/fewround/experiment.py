@@ -7,9 +7,12 @@ two runs on the same seeded episodes can be compared episode by episode),
 results.md (the table), written after every method so a stopped run keeps
 what it finished. A rerun of the same configuration into the same folder
 takes a method's row from results.json instead of testing it again
-(`finished_rows`).
+(`finished_rows`), and a method whose test was stopped part way resumes
+after its last saved test episode (<out>/test_progress/<method>.json,
+`deploy.test_episodes`; removed once the method's row is written).
 """
 
+import contextlib
 import json
 import os
 import time
@@ -80,6 +83,17 @@ def write(cfg, out, rows) -> str:
 # row: they change neither the prepared model nor its test episodes.
 _ROW_KEEPING_CHANGES = ('name', 'methods', 'output_dir', 'checkpoint_every')
 
+TEST_PROGRESS_DIR = 'test_progress'   # <out>/test_progress/<method>.json: a test phase's episodes so far
+
+
+def test_fingerprint(cfg, method: str) -> str:
+  """What, besides the deployed weights and the round counts, decides a method's test episodes
+  and how they are played: the method and the config without the keys that change neither
+  (`_ROW_KEEPING_CHANGES`) nor the number of test episodes (more of them extend a test)."""
+  keep = {k: v for k, v in tomllib.loads(config_file.to_toml(cfg)).items()
+          if k not in _ROW_KEEPING_CHANGES + ('test_episodes',)}
+  return json.dumps({'method': method, 'config': keep}, sort_keys=True, default=str)
+
 
 def finished_rows(cfg, out: str) -> dict:
   """Method -> its row in <out>/results.json, when that file was written by this very
@@ -121,13 +135,16 @@ def run(cfg, data, pool, progress: bool, out: str):
         write(cfg, out, rows)
         continue
       start = time.time()
+      progress_file = os.path.join(out, TEST_PROGRESS_DIR, f'{name}.json')
+      os.makedirs(os.path.dirname(progress_file), exist_ok=True)
       with pool.watch(f'method {name}'):
         prepared = baselines.METHODS.get(name)(ctx)
         computations = process.build_round(prepared.model, prepared.hparams, ctx.spec)
         summaries = deploy.test_episodes(
             computations, prepared.weights,
             lambda i: ctx.episode(cfg.eval_part, baselines.TEST_STREAM, i), cfg.test_episodes,
-            cfg.test_rounds, progress, desc=f'test {name}', episode_fn=prepared.episode_fn)
+            cfg.test_rounds, progress, desc=f'test {name}', episode_fn=prepared.episode_fn,
+            progress_file=progress_file, fingerprint=test_fingerprint(cfg, name))
       row = {'method': name, 'seconds': time.time() - start, 'info': prepared.info,
              'accuracy': {str(r): {'mean': s.mean, 'ci95': s.ci95, 'episodes': s.episodes,
                                    'text': str(s), 'per_episode': s.accuracies}
@@ -135,4 +152,6 @@ def run(cfg, data, pool, progress: bool, out: str):
       print(f"{name}: " + ', '.join(f'R={r} {s}' for r, s in summaries.items()), flush=True)
       rows.append(row)
       write(cfg, out, rows)
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(progress_file)   # the row holds every episode now
   return rows
