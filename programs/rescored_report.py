@@ -3,12 +3,15 @@ r"""Summarises runs scored again on other clients: per method, and paired agains
   configs/fedmeta/other_writers.sh      # programs.evaluate --clients_from, one JSON per run
   python -m programs.rescored_report --scores=runs/other_writers
   python -m programs.rescored_report --scores=runs/other_writers --reference="FedAvg(Meta)"
+  python -m programs.rescored_report --scores=runs/supports/p90,runs/supports/p90_resampled
 
 Reads every *.json that `programs.evaluate` wrote into --scores (one per run,
 all on the same clients) and prints, per method: accuracy over all query
 points (mean ± std over seeds), client mean, and the method minus
 --reference per client, paired within a seed by client id and pooled over
-seeds, with its 95% CI (tff_meta/analysis/rescored.py). --output also
+seeds, with its 95% CI (tff_meta/analysis/rescored.py). Several folders
+(comma-separated) put variants of a cell side by side: a method found in more
+than one folder gets a row per folder. --output also
 writes the table to a Markdown file. Reads files only (no TensorFlow).
 """
 
@@ -17,7 +20,9 @@ from absl import flags
 from tff_meta.analysis import rescored
 from tff_meta.program import cli, files
 
-flags.DEFINE_string('scores', None, 'Folder of programs.evaluate JSON files (one per run).')
+flags.DEFINE_string('scores', None, 'Folder of programs.evaluate JSON files (one per run), or '
+                    'several folders, comma-separated, scored on the same clients; a method found '
+                    'in more than one is reported per folder, "method [folder]".')
 flags.DEFINE_string('reference', 'FedAvg', 'The method every other one is paired against (its '
                     'display name, e.g. FedAvg or "FedAvg(Meta)"); empty for none.')
 flags.DEFINE_string('output', None, 'Also write the table to this Markdown file.')

@@ -44,7 +44,7 @@ def test_table2_queue_names_existing_cells(tmp_path):
                       SKIP_COMMITTED='0')
   reproduce = [c for c in commands if c[1] == 'programs.reproduce']
   train = [c for c in commands if c[1] == 'programs.train']
-  assert len(reproduce) == 15 and len(train) == 4
+  assert len(reproduce) == 15 and len(train) == 9
   for command in reproduce:
     flags = _flags(command[2:])
     assert set(flags) <= {'progress', 'datasets', 'cache_dir', 'output_root', 'supports',
@@ -58,11 +58,18 @@ def test_table2_queue_names_existing_cells(tmp_path):
   for flags in runs:
     assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
     assert set(flags) - {'config'} <= known, set(flags) - known
-  assert [f.get('weighting') for f in runs] == [None, None, None, 'uniform']
-  assert [f.get('resample_support') for f in runs] == [None, None, 'true', None]
+  assert [f.get('weighting') for f in runs] == [None, None, None, 'uniform'] + [None] * 5
+  assert [f.get('resample_support') for f in runs] == [None, None, 'true', None] + ['true'] * 5
   assert [os.path.basename(f['config']) for f in runs[:2]] == [
       'table2_shakespeare_p20_maml_reduced.toml', 'table2_shakespeare_p20_fedavg_reduced.toml']
-  assert len({f['output_dir'] for f in runs}) == 4
+  # step 8: every other seed-0 meta-learner cell once more with resampling, each in its own folder
+  resampled = [(os.path.basename(f['config']), os.path.basename(f['output_dir'])) for f in runs[4:]]
+  assert [c for c, _ in resampled] == [
+      'table2_femnist_p90_maml.toml', 'table2_femnist_p50_metasgd.toml',
+      'table2_femnist_p50_maml.toml', 'table2_femnist_p20_metasgd.toml',
+      'table2_femnist_p20_maml.toml']
+  assert all(out == c[:-len('.toml')] + '_resampled' for c, out in resampled)
+  assert len({f['output_dir'] for f in runs}) == 9
 
 
 def _queue_cell_name(command):
@@ -206,3 +213,24 @@ def test_report003_selection_sweeps_known_keys_of_existing_algorithms(tmp_path):
                                     'configs/report003/select_femnist_digits.sh'])
 def test_scripts_are_executable(script):
   assert os.access(os.path.join(ROOT, script), os.X_OK)
+
+
+def test_variants_of_a_cell_are_scored_into_folders_of_their_own(tmp_path):
+  # table2_queue.sh's variants (step 5b, 7, 8) must not land beside the cell's seeds, where
+  # programs.rescored_report would take them for a second score of seed 0
+  _fake_runs(tmp_path / 'runs', {'table2_femnist_p20_maml': 'fedmeta_maml',
+                                 'table2_femnist_p20_maml_uniform': 'fedmeta_maml',
+                                 'table2_femnist_p90_metasgd': 'fedmeta_metasgd',
+                                 'table2_femnist_p90_metasgd_resampled': 'fedmeta_metasgd'})
+  def outputs(script):
+    commands = _dry_run(script, tmp_path, RUNS=str(tmp_path / 'runs'), OUT=str(tmp_path / 'out'),
+                        SUPPORTS='20 90')
+    return {os.path.relpath(_flags(c[2:])['output'], tmp_path) for c in commands}
+  assert outputs('configs/fedmeta/other_supports.sh') == {
+      'out/p20/table2_femnist_p20_maml', 'out/p20_uniform/table2_femnist_p20_maml_uniform',
+      'out/p90/table2_femnist_p90_metasgd',
+      'out/p90_resampled/table2_femnist_p90_metasgd_resampled'}
+  assert outputs('configs/fedmeta/other_writers.sh') == {
+      'out/table2_femnist_p20_maml', 'out_p20_uniform/table2_femnist_p20_maml_uniform',
+      'out_p90/table2_femnist_p90_metasgd',
+      'out_p90_resampled/table2_femnist_p90_metasgd_resampled'}

@@ -23,3 +23,15 @@ fedavg_flags() {
 scorable() {
   [ -f "$1/results.json" ] && [ -d "$1/checkpoints" ]
 }
+
+# variant_folder <support> <cell name>: where a cell's scores go beside the
+# others of its column, p<support>; a variant of a cell (its run folder ends in
+# _resampled or _uniform, table2_queue.sh) gets p<support>_<variant>, so that
+# programs.rescored_report never averages it with the cell's seeds
+# (--scores=<a>,<b> puts two such folders side by side).
+variant_folder() {
+  case $2 in
+    *_resampled|*_uniform) echo "p$1_${2##*_}" ;;
+    *) echo "p$1" ;;
+  esac
+}

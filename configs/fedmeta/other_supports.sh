@@ -17,7 +17,10 @@
 #   python -m programs.rescored_report --scores=runs/supports/p50 --reference="FedAvg(Meta)"
 #   RUNS=/path/to/runs OUT=/path/to/out SUPPORTS="50 90" configs/fedmeta/other_supports.sh
 #
-# Writes <OUT>/p<support>/<cell>.json; a cell already scored is skipped. A cell
+# Writes <OUT>/p<support>/<cell>.json; a cell already scored is skipped. A
+# variant of a cell (run folder ending in _resampled or _uniform) goes to
+# <OUT>/p<support>_<variant>/, beside the column (rescored_report
+# --scores=<OUT>/p90,<OUT>/p90_resampled). A cell
 # trained at the column's own fraction is scored first, so it wins over one
 # re-split from 20%.
 set -u
@@ -41,12 +44,16 @@ score() {   # score <run> <output> [flags...]
 for support in $SUPPORTS; do
   mkdir -p "$OUT/p$support"
   for run in "$RUNS"/table2_femnist_p"$support"_*; do
-    [ -d "$run" ] && score "$run" "$OUT/p$support/$(basename "$run")"
+    [ -d "$run" ] || continue
+    folder=$(variant_folder "$support" "$(basename "$run")")
+    mkdir -p "$OUT/$folder"
+    score "$run" "$OUT/$folder/$(basename "$run")"
   done
   [ "$support" = 20 ] && continue
   for run in "$RUNS"/table2_femnist_p20_fedavg*; do
     name=$(basename "$run")
-    [ -d "$run" ] && score "$run" "$OUT/p$support/${name/_p20_/_p${support}_}" \
+    [ -d "$run" ] || continue
+    score "$run" "$OUT/p$support/${name/_p20_/_p${support}_}" \
       --support_fraction="$(awk "BEGIN { print $support / 100 }")"
   done
 done

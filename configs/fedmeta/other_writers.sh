@@ -12,6 +12,9 @@
 #   configs/fedmeta/other_writers.sh                       # runs/fedmeta -> runs/other_writers
 #   RUNS=/path/to/runs OTHERS=leaf_femnist:/my/leaf/femnist configs/fedmeta/other_writers.sh
 #
+# The 20% cells go to <OUT>; the other columns and variants of a cell to
+# <OUT>_p<support>[_<variant>] (fedavg_scoring.sh's variant_folder), one folder
+# per set of clients and variant, as programs.rescored_report reads them.
 # A cell already scored (its <OUT>/<cell>.json) is skipped; per-client
 # accuracies are in the JSON, so two cells of one seed pair on the same writers.
 set -u
@@ -26,9 +29,13 @@ mkdir -p "$OUT"
 for run in "$RUNS"/table2_femnist_p*; do
   name=$(basename "$run")
   if ! scorable "$run"; then echo "skip $name (unfinished, or no checkpoints kept)"; continue; fi
-  if [ -f "$OUT/$name.json" ]; then echo "skip $name (scored)"; continue; fi
+  support=${name#table2_femnist_p}; support=${support%%_*}
+  folder=$(variant_folder "$support" "$name")
+  [ "$folder" = p20 ] && dest=$OUT || dest=${OUT}_$folder   # 20%, as trained: OUT itself
+  if [ -f "$dest/$name.json" ]; then echo "skip $name (scored)"; continue; fi
+  mkdir -p "$dest"
   echo "$(date -u +%FT%TZ) $name"
   nice -n "${NICE:-10}" $PY -m programs.evaluate --run_dir="$run" --cache_dir="$DATA" \
-    --clients_from="$OTHERS" --output="$OUT/$name" $(fedavg_flags "$RUNS" "$name") \
+    --clients_from="$OTHERS" --output="$dest/$name" $(fedavg_flags "$RUNS" "$name") \
     || echo "failed: $name"
 done

@@ -25,10 +25,18 @@
 #   6. FOMAML at 20%, seeds 1-2 (Fig. 3's cost comparison);
 #   7. FedMeta(MAML) at 20%, seed 0, with uniform weighting (Algorithm 1's 1/m;
 #      the configs weight by examples, as Sec. 4.2's text: issue #13 item 5;
-#      "if time allows").
+#      "if time allows");
+#   8. per-round resampling in the other cells, seed 0, so that each column's
+#      choice between fixed and resampled splits is made on its validation
+#      writers (at 90% the resampled Meta-SGD cell scored 83.8% on them at
+#      round 2,000 against the fixed split's 74.3%: RESULTS §4a): MAML at 90%,
+#      then Meta-SGD and MAML at 50% and at 20%.
 # Cost per cell with the machine to itself (RESULTS §4a): Meta-SGD 0.7 h,
 # MAML 1.5 h, FedAvg 2.5 h before the fused client Adam (e5e4b74, RESULTS
 # §7e), about 1 h since; sharing 2 cores with another queue, about twice.
+# Measured on 2026-11-28 with the machine to itself (code f6c7775): Meta-SGD
+# 0.45 h, FOMAML 0.19 h, FedAvg on reduced Shakespeare 2.8 h (train_seconds in
+# each results.json).
 #
 #   mkdir -p runs && nohup configs/fedmeta/table2_queue.sh > runs/table2_queue.log 2>&1 &
 #
@@ -93,3 +101,11 @@ train_cell "femnist p90 seed 0 metasgd, resampled" "$OUT/table2_femnist_p90_meta
 for seed in 1 2; do cell 20 "$seed" fomaml; done
 train_cell "femnist p20 seed 0 maml, weighting uniform" "$OUT/table2_femnist_p20_maml_uniform" \
   configs/fedmeta/table2_femnist_p20_maml.toml --weighting=uniform
+for support in 90 50 20; do
+  for method in metasgd maml; do
+    [ "$support" = 90 ] && [ "$method" = metasgd ] && continue   # step 5b
+    train_cell "femnist p$support seed 0 $method, resampled" \
+      "$OUT/table2_femnist_p${support}_${method}_resampled" \
+      "configs/fedmeta/table2_femnist_p${support}_${method}.toml" --resample_support=true
+  done
+done

@@ -97,3 +97,25 @@ def test_program_prints_the_table_and_names_bad_inputs(folder, tmp_path):
   assert_clean_error(_report(f'--scores={tmp_path / "none"}'), 'holds no *.json')
   assert_clean_error(_report(f'--scores={folder}', '--reference=FedProx'),
                      '--reference=FedProx: no such method')
+
+
+def test_several_folders_split_a_method_found_in_more_than_one(folder, tmp_path):
+  # a variant of seed 1's MAML cell scored into its own folder: a row of its own, named by the
+  # folder, paired with the reference of the first folder; methods found once keep their names
+  other = tmp_path / 'maml_resampled'
+  other.mkdir()
+  _write(other, 'maml_s1', 1, [('as run', 'FedMeta(MAML)', 0.9, IDS, [0.9, 0.8, 1.0], {})])
+  scores, clients = rescored.read(f'{folder},{other}')
+  assert clients == 'leaf_femnist: all 3'
+  rows = {r['method']: r for r in rescored.summarize(scores, 'FedAvg')}
+  base = folder.name
+  assert list(rows) == ['FedAvg', 'FedAvg(Meta)', f'FedMeta(MAML) [{base}]',
+                        'FedMeta(MAML) (eval_inner_steps=5)', 'FedMeta(MAML) [maml_resampled]']
+  # w1 0.9-0.6, w2 0.8-0.7, w3 1.0-0.8 against seed 1's FedAvg
+  assert rows['FedMeta(MAML) [maml_resampled]']['vs_diff'] == pytest.approx(20.0)
+  assert rows[f'FedMeta(MAML) [{base}]']['vs_diff'] == pytest.approx(10.0)
+  # one folder: the names are the methods' own (the other tests), and an empty list is an error
+  with pytest.raises(rescored.ScoresError, match='names no folder'):
+    rescored.read(' , ')
+  with pytest.raises(rescored.ScoresError, match='none holds no'):
+    rescored.read(f'{folder},{tmp_path / "none"}')

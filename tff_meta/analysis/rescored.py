@@ -51,11 +51,34 @@ class Score:
 
 
 def read(folder: str) -> Tuple[List[Score], str]:
-  """The scores in `folder`'s *.json files, and the clients they were scored on."""
-  paths = sorted(glob.glob(os.path.join(folder, '*.json')))
-  if not paths:
-    raise ScoresError(f'{folder} holds no *.json; write scores there with programs.evaluate '
-                      '--output=<folder>/<name> (configs/fedmeta/other_writers.sh).')
+  """The scores in the *.json files of `folder`, and the clients they were scored on.
+
+  `folder` may name several folders, comma-separated, all scored on the same
+  clients (e.g. one per variant of a cell: `supports/p90,supports/p90_resampled`).
+  A method whose scores come from more than one of them is split into one
+  method per folder, `method [folder name]`, so that variants are never
+  averaged as seeds; a method found in one folder keeps its name.
+  """
+  folders = [f for f in (part.strip() for part in folder.split(',')) if f]
+  by_folder = [(f, sorted(glob.glob(os.path.join(f, '*.json')))) for f in folders]
+  for f, paths in by_folder:
+    if not paths:
+      raise ScoresError(f'{f} holds no *.json; write scores there with programs.evaluate '
+                        '--output=<folder>/<name> (configs/fedmeta/other_writers.sh).')
+  if not by_folder:
+    raise ScoresError('--scores names no folder; give the folder(s) programs.evaluate wrote '
+                      'its JSON files into.')
+  scores, clients = _read_paths(', '.join(folders), [p for _, paths in by_folder for p in paths])
+  homes: Dict[str, set] = {}
+  for s in scores:
+    homes.setdefault(s.method, set()).add(os.path.dirname(s.source))
+  for s in scores:
+    if len(homes[s.method]) > 1:
+      s.method = f'{s.method} [{os.path.basename(os.path.normpath(os.path.dirname(s.source)))}]'
+  return scores, clients
+
+
+def _read_paths(folder: str, paths: Sequence[str]) -> Tuple[List[Score], str]:
   scores, splits, unrecorded = [], set(), 0
   for path in paths:
     try:
