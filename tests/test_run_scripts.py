@@ -185,6 +185,23 @@ def test_other_writers_scores_each_finished_cell_as_its_method(tmp_path):
   assert all(f['clients_from'].startswith('leaf_femnist:') for f in runs.values())
 
 
+@pytest.mark.parametrize('script', ['other_supports.sh', 'other_writers.sh'])
+def test_scoring_scripts_leave_only_the_scores(tmp_path, script):
+  # A stand-in for python that writes what programs.evaluate --output=<stem> writes.
+  fake = tmp_path / 'fake_python'
+  fake.write_text('#!/usr/bin/env bash\n'
+                  'for a in "$@"; do case $a in --output=*) stem=${a#--output=};; esac; done\n'
+                  'echo "{}" > "$stem.json"; echo table > "$stem.md"\n')
+  fake.chmod(0o755)
+  _fake_runs(tmp_path / 'runs', CELLS)
+  subprocess.run(['bash', os.path.join(ROOT, 'configs/fedmeta', script)], check=True,
+                 capture_output=True, timeout=60, cwd=tmp_path,
+                 env={**os.environ, 'PY': str(fake), 'NICE': '0', 'RUNS': str(tmp_path / 'runs'),
+                      'OUT': str(tmp_path / 'out' / 'scores')})
+  written = [os.path.join(d, f) for d, _, files in os.walk(tmp_path / 'out') for f in files]
+  assert written and all(f.endswith('.json') for f in written), written
+
+
 def test_report003_selection_sweeps_known_keys_of_existing_algorithms(tmp_path):
   from tff_meta.algorithms import ALGORITHMS  # pylint: disable=g-import-not-at-top
   commands = _dry_run('configs/report003/select_femnist_digits.sh', tmp_path,

@@ -24,17 +24,18 @@ RMSE = {('Bias baseline', 0): 0.96, ('Bias baseline', 1): 0.95, ('Bias baseline'
         ('MAML', 0): 0.918, ('MAML', 1): 0.896, ('MAML', 2): 0.936}
 
 
-def _write(folder, methods, seed, rmse=None, **changes):
-  cfg = dataclasses.replace(RecommendConfig(), task='movielens', data_path='/data/ml-100k',
-                            methods=','.join(methods), seed=seed, output_dir=str(folder),
-                            **changes)
+def _write(folder, methods, seed, rmse=None, fingerprint=None, **changes):
+  changes.setdefault('data_path', '/data/ml-100k')
+  cfg = dataclasses.replace(RecommendConfig(), task='movielens', methods=','.join(methods),
+                            seed=seed, output_dir=str(folder), **changes)
   rows = [{'method': m, 'rmse': (rmse or RMSE)[(m, seed)], 'precision@1': 0.4 + 0.01 * seed}
           for m in methods]
   os.makedirs(folder, exist_ok=True)
   with open(os.path.join(folder, run_folder.CONFIG_FILE), 'w') as f:
     f.write(config_file.to_toml(cfg))
   with open(os.path.join(folder, run_folder.RESULTS_FILE), 'w') as f:
-    json.dump({'data': 'test data', 'rows': rows, 'curves': {}}, f)
+    json.dump({'data': 'test data', 'rows': rows, 'curves': {},
+               **({'data_fingerprint': fingerprint} if fingerprint else {})}, f)
 
 
 @pytest.fixture
@@ -96,6 +97,22 @@ def test_other_settings_and_variants_are_kept_apart(runs):
   assert any('50% support' in s for s in settings) and any('80% support' in s for s in settings)
   names = [e.method for e in entries if '80% support' in e.setting]
   assert 'MAML [inner_lr=0.05]' in names and 'MAML [inner_lr=0.01]' in names
+
+
+def test_seeds_pool_over_the_same_data_not_the_same_path(tmp_path):
+  methods = ('NN(pre-trained)', 'MAML')
+  _write(tmp_path / 'a_s0', methods, 0, fingerprint='0123456789abcdef', data_path='/a/gen')
+  _write(tmp_path / 'b_s1', methods, 1, fingerprint='0123456789abcdef', data_path='/b/gen')
+  # another data set written later to /a/gen, and a run from before fingerprints at /a/gen
+  _write(tmp_path / 'c_s2', methods, 2, fingerprint='fedcba9876543210', data_path='/a/gen')
+  _write(tmp_path / 'd_s2', methods, 2, data_path='/a/gen')
+  entries, notes = recommend_report.group(recommend_report.find_runs([str(tmp_path)]),
+                                          defaults={})
+  seeds = {e.setting: e.seeds for e in entries if e.method == 'MAML'}
+  assert seeds == {'movielens at /a/gen = /b/gen (data 01234567), 80% support, random split': [0, 1],
+                   'movielens at /a/gen (data fedcba98), 80% support, random split': [2],
+                   'movielens at /a/gen, 80% support, random split': [2]}
+  assert not notes
 
 
 def test_older_config_files_are_filled_with_the_defaults(tmp_path):

@@ -40,6 +40,13 @@ def test_atomic_files_load_like_grouplens_files(tmp_path):
     for key in movielens.FEATURES:
       np.testing.assert_array_equal(a.features[key], g.features[key], err_msg=key)
   assert atomic.titles[3] == 'Café Society'
+  # the same data in either format, at any path: one fingerprint; one changed rating: another
+  assert atomic.fingerprint() == grouplens.fingerprint()
+  assert len(atomic.fingerprint()) == 16
+  changed = [INTER[0]] + [f'{i}\t{u}\t{t}.0\t{r}.0' for u, i, r, t in RATINGS[:-1]] + [
+      '{1}\t{0}\t{3}.0\t{2}.0'.format(*RATINGS[-1][:2], 6 - RATINGS[-1][2], RATINGS[-1][3])]
+  other = movielens.load_movielens(write_atomic(tmp_path / 'changed', inter=changed))
+  assert other.fingerprint() != atomic.fingerprint()
 
 
 def test_atomic_files_are_read_before_grouplens_files_in_one_folder(tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -49,6 +50,7 @@ def test_movielens_table3_layout(tmp_path):
   run = tmp_path / 'out'
   saved = json.loads((run / 'results.json').read_text())
   assert set(saved['curves']) == {'NN(pre-trained)', 'MAML'}
+  assert re.fullmatch('[0-9a-f]{16}', saved['data_fingerprint'])   # the data, for reports
   assert [r['episode'] for r in saved['curves']['MAML']] == [0, 2, 4]
   for row in saved['rows']:
     assert 0 < row['rmse'] < 5 and 0 <= row['precision@1'] <= 1

@@ -36,6 +36,20 @@ def test_stop_kills_the_worker():
   assert pid not in workers.live_pids() and not _alive(pid)
 
 
+def test_stop_deletes_an_empty_log_and_keeps_one_with_output(tmp_path):
+  quiet = workers.WorkerProcess(log_dir=str(tmp_path))
+  assert os.path.exists(quiet.log_path)
+  quiet.stop()
+  assert not os.path.exists(quiet.log_path)
+  quiet.stop()   # a second stop (atexit after an explicit one) is harmless
+  talking = workers.WorkerProcess(log_dir=str(tmp_path))
+  with open(talking.log_path, 'ab') as f:   # what the worker would have written
+    f.write(b'W external/...: something worth reading\n')
+  talking.stop()
+  assert os.path.getsize(talking.log_path) > 0
+  assert os.listdir(tmp_path) == [os.path.basename(talking.log_path)]
+
+
 def test_worker_dies_with_a_sigkilled_parent(tmp_path):
   script = textwrap.dedent(f"""
       import sys, time

@@ -18,6 +18,13 @@ support fraction and sampling, scored users) and method:
   interval over seeds, and on how many seeds the method is lower;
 - on how many seeds each method has the lowest RMSE of the setting.
 
+The data of a setting is the run's `data_fingerprint` (results.json; a hash of
+the ratings and features as loaded, `RatingsDataset.fingerprint`) where the
+run recorded one, else its `data_path` (runs written before the fingerprint):
+the same data at two paths is one setting, and another data set written to a
+path that held the first (a generated folder redone with another seed, say)
+is another.
+
 The methods of one seed may come from several folders (one seed's methods run
 as two commands, say): rows merge by (setting, seed, method). A method whose
 seed appears in more than one folder keeps the first folder's row (sorted by
@@ -65,6 +72,7 @@ class RecommendRun:
   seed: int
   config: Dict[str, Any]
   rows: List[Dict[str, Any]]
+  data_fingerprint: Optional[str] = None
 
 
 @dataclasses.dataclass
@@ -105,7 +113,9 @@ def read_run(folder: str) -> Optional[RecommendRun]:
   rows = [r for r in res['rows'] if isinstance(r, dict) and isinstance(r.get('method'), str)]
   if len(rows) != len(res['rows']):
     raise RunFolderError(f"run folder {folder}: {RESULTS_FILE}: a row has no 'method'")
-  return RecommendRun(path=folder, seed=int(config.get('seed', 0)), config=config, rows=rows)
+  fingerprint = res.get('data_fingerprint')
+  return RecommendRun(path=folder, seed=int(config.get('seed', 0)), config=config, rows=rows,
+                      data_fingerprint=fingerprint if isinstance(fingerprint, str) else None)
 
 
 def find_runs(roots: Sequence[str]) -> List[RecommendRun]:
@@ -114,9 +124,11 @@ def find_runs(roots: Sequence[str]) -> List[RecommendRun]:
   return sorted((r for r in map(read_run, folders) if r is not None), key=lambda r: r.path)
 
 
-def setting_label(config: Dict[str, Any]) -> str:
+def setting_label(config: Dict[str, Any], data: Optional[str] = None) -> str:
+  """E.g. 'movielens at /data/ml-100k, 80% support, random split'; `data` replaces the path."""
   support = config.get('support_fraction')
-  label = (f"{config.get('task')} at {config.get('data_path') or '(generated)'}, "
+  data = data or config.get('data_path') or '(generated)'
+  label = (f"{config.get('task')} at {data}, "
            f"{round(100 * float(support)) if support is not None else '?'}% support, "
            f"{config.get('support_sampling')} split")
   if config.get('evaluate_on', 'test') != 'test':
@@ -140,9 +152,13 @@ def group(runs: Sequence[RecommendRun], defaults: Optional[Dict[str, Any]] = Non
   for run in sorted(runs, key=lambda r: -len(r.rows)):
     for row in run.rows:
       order.setdefault(row['method'], len(order))
+  by_data: Dict[str, List[int]] = {}
+  for i, (run, cfg) in enumerate(zip(runs, full)):
+    data = f'data {run.data_fingerprint}' if run.data_fingerprint else None
+    by_data.setdefault(setting_label(cfg, data), []).append(i)
   by_setting: Dict[str, List[int]] = {}
-  for i, cfg in enumerate(full):
-    by_setting.setdefault(setting_label(cfg), []).append(i)
+  for idx in by_data.values():
+    by_setting[_group_label([full[i] for i in idx], runs[idx[0]].data_fingerprint)] = idx
   entries: List[Entry] = []
   notes: List[str] = []
   for setting, idx in sorted(by_setting.items()):
@@ -163,6 +179,13 @@ def group(runs: Sequence[RecommendRun], defaults: Optional[Dict[str, Any]] = Non
                                                       order.get(e.method.split(' [')[0], 0),
                                                       e.method))
   return entries, notes
+
+
+def _group_label(configs: Sequence[Dict[str, Any]], fingerprint: Optional[str]) -> str:
+  """The setting's label: its data path(s), ' = ' between paths of the same data, and the
+  fingerprint's first 8 digits where the runs recorded one."""
+  paths = ' = '.join(sorted({c.get('data_path') or '(generated)' for c in configs}))
+  return setting_label(configs[0], paths + (f' (data {fingerprint[:8]})' if fingerprint else ''))
 
 
 def _duplicate_note(setting, name, seed, first, other) -> str:

@@ -26,6 +26,7 @@ Targets are real-valued ratings, so this is a `RatingsDataset`, not a
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import os
 from typing import Dict, List, Optional, Tuple
@@ -87,6 +88,27 @@ class RatingsDataset:
   @property
   def num_ratings(self) -> int:
     return sum(len(c) for c in self.clients.values())
+
+  def fingerprint(self) -> str:
+    """16 hex digits of a SHA-256 over what the methods see: every user's id, feature arrays
+    and ratings (dtype, shape and bytes), the occupations and genres. Equal for the same data
+    in either file format (GroupLens' or RecBole's), at any path; any changed rating changes
+    it. Runs record it (results.json `data_fingerprint`) so reports pool seeds only over the
+    same data (analysis/recommend_report.py)."""
+    h = hashlib.sha256()
+    def add(a):
+      a = np.ascontiguousarray(a)
+      h.update(f'{a.dtype.str}{a.shape}'.encode())
+      h.update(a.tobytes())
+    h.update(repr((self.occupations, tuple(self.genres))).encode())
+    for user in sorted(self.clients):
+      h.update(user.encode() + b'\0')
+      data = self.clients[user]
+      for key in sorted(data.features):
+        h.update(key.encode())
+        add(data.features[key])
+      add(data.ratings)
+    return h.hexdigest()[:16]
 
 
 def _lines(path: str, encoding: str):

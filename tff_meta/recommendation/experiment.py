@@ -4,7 +4,7 @@
 its table layout, so the program never branches on task or method names.
 Every TFF computation runs in the pool's context (a project-owned local
 worker by default, stopped by PID). Outputs in the run folder:
-`config.toml`, `results.json` (rows and curves), `table.md`, one sub-folder
+`config.toml`, `results.json` (rows, curves and the data's fingerprint), `table.md`, one sub-folder
 per trained method (`checkpoints/`, `curve.csv`, `tensorboard/eval/`) and `curve.png` (Fig. 2:
 metrics against training episodes).
 """
@@ -105,9 +105,12 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
     if own is not None:
       own.close()
   result = RecommendResult(cfg, rows, curves, data.summary())
+  # A task whose data has a fingerprint (MovieLens: a hash of the ratings and features as
+  # loaded) records it, so that reports pool seeds over the same data, not the same path.
+  fingerprint = data.fingerprint() if hasattr(data, 'fingerprint') else None
   files.write_json(os.path.join(out, RESULTS_FILE),
-                   {'data': result.data_summary, 'rows': rows, 'curves': curves}, indent=2,
-                   default=float)
+                   {'data': result.data_summary, 'data_fingerprint': fingerprint, 'rows': rows,
+                    'curves': curves}, indent=2, default=float)
   files.write_text(os.path.join(out, TABLE_FILE), task.format_table([(result.label, rows)]) + '\n')
   if curves:
     plot_curves(curves, task.curve_metrics, os.path.join(out, CURVE_PLOT_FILE),

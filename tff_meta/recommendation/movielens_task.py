@@ -57,6 +57,9 @@ class MovieLensData:
 
   validation: bool = False
 
+  def fingerprint(self) -> str:
+    return self.dataset.fingerprint()
+
   def summary(self) -> str:
     text = f'{self.dataset.description}; {self.tasks.summary()}'
     return text.replace('testing users', 'VALIDATION users (held-out training users; test users '

@@ -85,6 +85,9 @@ def resident_mb(pid: int) -> float:
 class WorkerProcess:
   """One `worker_binary` on localhost; use as a context manager or call stop().
 
+  Its output goes to `<log_dir>/tff_worker_<port>.log` (the temp folder by
+  default); stop() deletes that file if the worker wrote nothing to it.
+
   `env`: variables set for the worker on top of this process's environment,
   e.g. {'CUDA_VISIBLE_DEVICES': '0'} (see program/executor.py, --client_devices).
   `WORKER_DEFAULT_ENV` comes first: glibc's MALLOC_ARENA_MAX=2 keeps the
@@ -122,11 +125,11 @@ class WorkerProcess:
     deadline = time.monotonic() + ready_timeout_s
     while not self.stub.is_ready:
       if self.process.poll() is not None:
-        self.stop()
+        self.stop(keep_log=True)
         raise RuntimeError(f'TFF worker on port {self.port} exited with code '
                            f'{self.process.returncode}; see {self.log_path}.')
       if time.monotonic() > deadline:
-        self.stop()
+        self.stop(keep_log=True)
         raise RuntimeError(f'TFF worker on port {self.port} not ready after {ready_timeout_s}s; '
                            f'see {self.log_path}.')
       time.sleep(0.05)
@@ -144,8 +147,12 @@ class WorkerProcess:
     """The worker's resident memory (VmRSS) in MB; NaN once it has exited."""
     return resident_mb(self.process.pid)
 
-  def stop(self, timeout_s: float = 10.0) -> None:
-    """Stops the worker (SIGTERM, then SIGKILL) and reaps it."""
+  def stop(self, timeout_s: float = 10.0, keep_log: bool = False) -> None:
+    """Stops the worker (SIGTERM, then SIGKILL) and reaps it.
+
+    Its log is deleted if the worker wrote nothing to it, unless `keep_log`
+    (a worker that failed to start: the error message names the log).
+    """
     with _LOCK:
       _LIVE.pop(self.process.pid, None)
     if self.process.poll() is None:
@@ -161,13 +168,26 @@ class WorkerProcess:
       self.channel.close()
     except Exception:  # pylint: disable=broad-except
       pass
-    self._log.close()
+    if not self._log.closed:
+      self._log.close()
+      if not keep_log:
+        _remove_if_empty(self.log_path)
 
   def __enter__(self) -> 'WorkerProcess':
     return self
 
   def __exit__(self, *exc) -> None:
     self.stop()
+
+
+def _remove_if_empty(path: str) -> None:
+  """Deletes a worker log the worker wrote nothing to (the usual case), so run folders keep
+  only logs worth reading; one with any output stays."""
+  try:
+    if os.path.getsize(path) == 0:
+      os.remove(path)
+  except OSError:
+    pass
 
 
 def live_pids() -> list[int]:
