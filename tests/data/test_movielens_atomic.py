@@ -15,8 +15,14 @@ ITEM = ['item_id:token\tmovie_title:token_seq\trelease_year:token\tclass:token_s
         "1\tToy Story\t1995\tAnimation Children's Comedy",
         '2\tGoldenEye\t1995\tAction Adventure Thriller',
         '3\tCafé Society\t1995\tDrama']
-INTER = ['item_id:token\tuser_id:token\ttimestamp:float\trating:float'] + [
-    f'{i}\t{u}\t{t}.0\t{r}.0' for u, i, r, t in RATINGS]
+
+
+def inter_lines(ratings=RATINGS):
+  return ['item_id:token\tuser_id:token\ttimestamp:float\trating:float'] + [
+      f'{i}\t{u}\t{t}.0\t{r}.0' for u, i, r, t in ratings]
+
+
+INTER = inter_lines()
 
 
 def write_atomic(folder, user=USER, item=ITEM, inter=INTER, name='ml-100k'):
@@ -43,8 +49,8 @@ def test_atomic_files_load_like_grouplens_files(tmp_path):
   # the same data in either format, at any path: one fingerprint; one changed rating: another
   assert atomic.fingerprint() == grouplens.fingerprint()
   assert len(atomic.fingerprint()) == 16
-  changed = [INTER[0]] + [f'{i}\t{u}\t{t}.0\t{r}.0' for u, i, r, t in RATINGS[:-1]] + [
-      '{1}\t{0}\t{3}.0\t{2}.0'.format(*RATINGS[-1][:2], 6 - RATINGS[-1][2], RATINGS[-1][3])]
+  user, item, rating, time = RATINGS[-1]
+  changed = inter_lines(list(RATINGS[:-1]) + [(user, item, 6 - rating, time)])   # one rating changed
   other = movielens.load_movielens(write_atomic(tmp_path / 'changed', inter=changed))
   assert other.fingerprint() != atomic.fingerprint()
 

@@ -57,6 +57,7 @@ def test_service_run_from_csv(tmp_path):
   assert '| Meta-SGD + NN | ' + str(meta['algorithm_params']) in table
   saved = json.loads((tmp_path / 'run' / 'results.json').read_text())
   assert [r['episode'] for r in saved['curves']['Meta-SGD + NN']] == [0, 2, 3]
+  assert saved['data_fingerprint'] is None   # service runs are grouped by path
   for f in ('curve.png', 'table.md', 'config.toml', 'metasgd_nn/curve.csv', 'nn_unified/checkpoints'):
     assert (tmp_path / 'run' / f).exists(), f
 
@@ -92,6 +93,9 @@ def test_the_reference_line_scores_the_users_the_curves_score(tmp_path, monkeypa
   class Data:
     def summary(self):
       return 'fake data'
+
+    def fingerprint(self):
+      return None
 
   task = experiment.Task(lambda cfg: Data(), registry, ('bias', 'maml'), lambda blocks: 'table',
                          ('rmse',), reference_methods=('Bias baseline',))

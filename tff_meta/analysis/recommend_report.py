@@ -152,13 +152,13 @@ def group(runs: Sequence[RecommendRun], defaults: Optional[Dict[str, Any]] = Non
   for run in sorted(runs, key=lambda r: -len(r.rows)):
     for row in run.rows:
       order.setdefault(row['method'], len(order))
-  by_data: Dict[str, List[int]] = {}
+  # one setting: the same data (fingerprint, else path) and the same label but for the path
+  keyed: Dict[Tuple[str, str], List[int]] = {}
   for i, (run, cfg) in enumerate(zip(runs, full)):
-    data = f'data {run.data_fingerprint}' if run.data_fingerprint else None
-    by_data.setdefault(setting_label(cfg, data), []).append(i)
-  by_setting: Dict[str, List[int]] = {}
-  for idx in by_data.values():
-    by_setting[_group_label([full[i] for i in idx], runs[idx[0]].data_fingerprint)] = idx
+    data = run.data_fingerprint or cfg.get('data_path') or '(generated)'
+    keyed.setdefault((data, setting_label(cfg, '*')), []).append(i)
+  by_setting = {_group_label([full[i] for i in idx], runs[idx[0]].data_fingerprint): idx
+                for idx in keyed.values()}
   entries: List[Entry] = []
   notes: List[str] = []
   for setting, idx in sorted(by_setting.items()):

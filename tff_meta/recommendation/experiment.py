@@ -29,7 +29,7 @@ from tff_meta.runtime.pool import WorkerPool
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-  prepare: Callable
+  prepare: Callable     # cfg -> data with summary() -> str and fingerprint() -> Optional[str]
   methods: Registry
   default_methods: Tuple[str, ...]
   format_table: Callable
@@ -105,11 +105,12 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
     if own is not None:
       own.close()
   result = RecommendResult(cfg, rows, curves, data.summary())
-  # A task whose data has a fingerprint (MovieLens: a hash of the ratings and features as
-  # loaded) records it, so that reports pool seeds over the same data, not the same path.
-  fingerprint = data.fingerprint() if hasattr(data, 'fingerprint') else None
+  # Every task's prepared data has `fingerprint()`: MovieLens a hash of the ratings and
+  # features as loaded, so that reports pool seeds over the same data, not the same path;
+  # the service task None (grouped by path).
   files.write_json(os.path.join(out, RESULTS_FILE),
-                   {'data': result.data_summary, 'data_fingerprint': fingerprint, 'rows': rows,
+                   {'data': result.data_summary, 'data_fingerprint': data.fingerprint(),
+                    'rows': rows,
                     'curves': curves}, indent=2, default=float)
   files.write_text(os.path.join(out, TABLE_FILE), task.format_table([(result.label, rows)]) + '\n')
   if curves:
