@@ -129,6 +129,25 @@ def test_long_run_skips_the_cells_committed_at_its_length(tmp_path):
   assert folders(EXTRA='--num_clients=2') == every   # a smoke test runs every cell
 
 
+def test_long_run_skips_the_cells_committed_under_any_committed_root(tmp_path):
+  roots = tmp_path / 'repo_a', tmp_path / 'repo_b'
+  for root, cell, episodes in ((roots[0], 'frl/seed0', 1000), (roots[1], 'baselines/seed1', 1000),
+                               (roots[1], 'frl_tau/seed1', 500)):   # another length: not skipped
+    (root / cell).mkdir(parents=True)
+    (root / cell / 'results.json').write_text('{}')
+    (root / cell / 'config.toml').write_text(f'episodes = {episodes}\n')
+  out = tmp_path / 'out'
+
+  def folders(**env):
+    return [os.path.relpath(_flags(c[2:])['output_dir'], out) for c in _dry_run(
+        'configs/fewround/long_run.sh', tmp_path, OUT=str(out), SEEDS='0 1', **env)]
+  every = folders(SKIP_COMMITTED='0')
+  assert {'frl/seed0', 'baselines/seed1', 'frl_tau/seed1'} <= set(every)
+  skipped = folders(COMMITTED_RUNS=f'{roots[0]} {roots[1]}')
+  assert skipped == [f for f in every if f not in ('frl/seed0', 'baselines/seed1')]
+  assert folders(COMMITTED_RUNS=str(roots[1])) == [f for f in every if f != 'baselines/seed1']
+
+
 def _fake_runs(root, cells):
   """Run folders as programs.train leaves them: cell name -> algorithm; a name ending in '!'
   is unfinished."""

@@ -42,20 +42,31 @@ EXTRA=${EXTRA:-}    # more flags for every cell, e.g. a smoke test's "--num_clie
 RUN="nice -n ${NICE:-19} $PY -m programs.few_round --progress=false --data_path=$DATA \
   --episodes=$EPISODES --test_episodes=$TEST_EPISODES --test_rounds=1,2,3 $EXTRA"
 
-# A cell whose results are committed at this length (docs/runs/fewround_long/<the
-# folder below OUT>/results.json, with episodes = EPISODES in its config.toml) is
+# A cell whose results are committed at this length (<root>/<the folder below
+# OUT>/results.json, with episodes = EPISODES in its config.toml, for a root of
+# COMMITTED_RUNS: space-separated folders, default docs/runs/fewround_long) is
 # skipped too, so that the queue also resumes on a new machine, where earlier
-# sessions' run folders are gone. SKIP_COMMITTED=0 runs every cell again.
-committed() {   # committed <folder>
-  local saved="docs/runs/fewround_long/${1#"$OUT"/}"
-  [ "${SKIP_COMMITTED:-1}" = 1 ] && [ -z "$EXTRA" ] && [ -f "$saved/results.json" ] &&
-    grep -qx "episodes = $EPISODES" "$saved/config.toml" 2>/dev/null
+# sessions' run folders are gone. SKIP_COMMITTED=0 runs every cell again. E.g. the
+# one-version rerun of RESULTS 9 (held at 8cb5d8d) on a new machine:
+#   COMMITTED_RUNS="docs/runs/fewround_8cb5d8d docs/runs/fewround_9a4e0e6" OUT=runs/fewround_8cb5d8d ...
+COMMITTED_RUNS=${COMMITTED_RUNS:-docs/runs/fewround_long}
+committed() {   # committed <folder>: prints the root that holds it
+  local root saved
+  [ "${SKIP_COMMITTED:-1}" = 1 ] && [ -z "$EXTRA" ] || return 1
+  for root in $COMMITTED_RUNS; do
+    saved="$root/${1#"$OUT"/}"
+    if [ -f "$saved/results.json" ] && grep -qx "episodes = $EPISODES" "$saved/config.toml" 2>/dev/null; then
+      echo "$root"; return 0
+    fi
+  done
+  return 1
 }
 
 cell() {   # cell <folder> <flags...>: runs unless finished; resumes otherwise
   local folder=$1; shift
   if [ -f "$folder/DONE" ]; then echo "skip $folder (DONE)"; return 0; fi
-  if committed "$folder"; then echo "skip $folder (committed in docs/runs/fewround_long)"; return 0; fi
+  local root
+  if root=$(committed "$folder"); then echo "skip $folder (committed in $root)"; return 0; fi
   echo "$(date -u +%FT%TZ) start $folder"
   $RUN --output_dir="$folder" "$@"
   local status=$?
@@ -78,7 +89,10 @@ done
 # validation-chosen rates; one communication round per episode).
 for seed in $SEEDS; do
   one="$OUT/oneshot/seed$seed"
-  if [ -f "$OUT/baselines/seed$seed/DONE" ] && [ ! -d "$one/pretrain" ]; then
+  # (on a new machine the committed baselines cell has no pre-training to copy: the
+  # one-shot cell then pre-trains the same rounds itself, same config and seed)
+  if [ -f "$OUT/baselines/seed$seed/DONE" ] && [ -d "$OUT/baselines/seed$seed/pretrain" ] &&
+     [ ! -d "$one/pretrain" ]; then
     mkdir -p "$one" && cp -r "$OUT/baselines/seed$seed/pretrain" "$OUT/baselines/seed$seed/config.toml" "$one/"
   fi
   cell "$one" --config=configs/fewround/femnist62_5way_iid.toml --seed="$seed" \
