@@ -12,7 +12,8 @@ parameters on the run's test (or validation) clients once per setting: every
 combination of --eval_inner_steps, --eval_inner_lr and --finetune_epochs (none
 given: the run's own evaluation, which repeats its eval.csv row). Nothing is
 trained and the run's files are not changed; the table goes to stdout and to
-<run_dir>/reevaluation.json and .md (or --output). --clients_from scores the
+<run_dir>/reevaluation.json and .md (or --output; --markdown=false writes the
+.json alone, e.g. into a folder of scores for programs.rescored_report). --clients_from scores the
 clients of another dataset instead of the test clients (e.g. writers the run
 never saw), each split by the run's support fraction and seed; --support_fraction
 splits the scored clients at another fraction (FedAvg trained once gives every
@@ -53,6 +54,9 @@ flags.DEFINE_string('cache_dir', None, 'Overrides the run\'s [data].cache_dir (T
                     'folder).')
 flags.DEFINE_string('output', None, 'Output path stem (.json and .md); default '
                     '<run_dir>/reevaluation.')
+flags.DEFINE_boolean('markdown', True, 'Also write the table as <output>.md beside the scores '
+                     '(.json). --markdown=false writes the .json alone, e.g. into a folder of '
+                     'scores that programs.rescored_report reads. The table is printed either way.')
 executor.define_flags(flags)
 FLAGS = flags.FLAGS
 
@@ -69,7 +73,7 @@ def main(argv):
   cfg = reevaluation.load_run_config(FLAGS.run_dir, FLAGS.cache_dir)
   for setting in settings:   # bad settings stop before the data load
     reevaluation.config_for(cfg, setting)
-  paths = reevaluation.output_paths(FLAGS.run_dir, FLAGS.output)
+  paths = reevaluation.output_paths(FLAGS.run_dir, FLAGS.output, markdown=FLAGS.markdown)
   log_dir = os.path.dirname(os.path.abspath(paths[0]))
   with executor.make_pool(FLAGS, log_dir=log_dir) as pool:
     result = reevaluation.reevaluate(cfg, FLAGS.run_dir, pool, settings, split=FLAGS.split,
@@ -77,7 +81,7 @@ def main(argv):
                                      support_fraction=support_fraction)
   reevaluation.write(result, paths)
   print(reevaluation.markdown(result))
-  print(f'Written to {paths[0]} and {paths[1]}')
+  print('Written to ' + ' and '.join(path for path in paths if path))
 
 
 if __name__ == '__main__':

@@ -206,11 +206,13 @@ def test_other_writers_scores_each_finished_cell_as_its_method(tmp_path):
 
 @pytest.mark.parametrize('script', ['other_supports.sh', 'other_writers.sh'])
 def test_scoring_scripts_leave_only_the_scores(tmp_path, script):
-  # A stand-in for python that writes what programs.evaluate --output=<stem> writes.
+  # A stand-in for python that writes what programs.evaluate --output=<stem> writes: the
+  # scores, and the table unless --markdown=false.
   fake = tmp_path / 'fake_python'
   fake.write_text('#!/usr/bin/env bash\n'
-                  'for a in "$@"; do case $a in --output=*) stem=${a#--output=};; esac; done\n'
-                  'echo "{}" > "$stem.json"; echo table > "$stem.md"\n')
+                  'md=1; for a in "$@"; do case $a in --output=*) stem=${a#--output=};;\n'
+                  '  --markdown=false) md=0;; esac; done\n'
+                  'echo "{}" > "$stem.json"; [ $md = 0 ] || echo table > "$stem.md"\n')
   fake.chmod(0o755)
   _fake_runs(tmp_path / 'runs', CELLS)
   subprocess.run(['bash', os.path.join(ROOT, 'configs/fedmeta', script)], check=True,

@@ -17,8 +17,8 @@
 #   python -m programs.rescored_report --scores=runs/supports/p50 --reference="FedAvg(Meta)"
 #   RUNS=/path/to/runs OUT=/path/to/out SUPPORTS="50 90" configs/fedmeta/other_supports.sh
 #
-# Writes <OUT>/p<support>/<cell>.json (programs.evaluate's .md beside it is
-# removed); a cell already scored is skipped. A
+# Writes <OUT>/p<support>/<cell>.json (programs.evaluate --markdown=false: the
+# scores alone); a cell already scored is skipped. A
 # variant of a cell (run folder ending in _resampled or _uniform) goes to
 # <OUT>/p<support>_<variant>/, beside the column (rescored_report
 # --scores=<OUT>/p90,<OUT>/p90_resampled). A cell
@@ -39,8 +39,7 @@ score() {   # score <run> <output> [flags...]
   if [ -f "$out.json" ]; then echo "skip $out (scored)"; return; fi
   echo "$(date -u +%FT%TZ) $(basename "$run") -> $out"
   nice -n "${NICE:-10}" $PY -m programs.evaluate --run_dir="$run" --cache_dir="$DATA" \
-    --output="$out" $(fedavg_flags "$RUNS" "$(basename "$run")") "$@" || echo "failed: $run"
-  rm -f "$out.md"   # the folder keeps the scores (.json) that rescored_report reads
+    --markdown=false --output="$out" $(fedavg_flags "$RUNS" "$(basename "$run")") "$@" || echo "failed: $run"
 }
 
 for support in $SUPPORTS; do

@@ -36,7 +36,6 @@ for run in "$RUNS"/table2_femnist_p*; do
   mkdir -p "$dest"
   echo "$(date -u +%FT%TZ) $name"
   nice -n "${NICE:-10}" $PY -m programs.evaluate --run_dir="$run" --cache_dir="$DATA" \
-    --clients_from="$OTHERS" --output="$dest/$name" $(fedavg_flags "$RUNS" "$name") \
+    --clients_from="$OTHERS" --markdown=false --output="$dest/$name" $(fedavg_flags "$RUNS" "$name") \
     || echo "failed: $name"
-  rm -f "$dest/$name.md"   # the folder keeps the scores (.json) that rescored_report reads
 done

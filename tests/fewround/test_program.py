@@ -6,6 +6,7 @@ query image per class and client.
 """
 
 import collections
+import csv
 import json
 import os
 import signal
@@ -112,16 +113,29 @@ def test_old_beta_names_are_errors_that_name_the_new_ones(tmp_path):
   assert config_lib.load(None, {'server_lr': '0.001'}).hparams().meta_lr == 0.001
 
 
+def _pretrain_losses(out):
+  """(round, loss) of each pre-training round (the seconds column differs between runs)."""
+  with open(out / 'pretrain' / 'metrics.csv', newline='') as f:
+    return [(row['round'], row['train_loss']) for row in csv.DictReader(f)]
+
+
 def test_fine_tuning_baselines_share_one_pre_training(tmp_path):
-  out = tmp_path / 'run'
-  proc = _run(f'--config={CONFIG}', '--methods=finetune_fedavg,finetune_oneshot',
-              '--episodes=2', '--test_episodes=2', '--test_rounds=1', '--examples_per_class=6',
-              '--num_clients=3', f'--data_path={os.path.join(FIXTURES, "tff")}',
-              f'--output_dir={out}')
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  rows = json.loads((out / 'results.json').read_text())['results']
+  def run(out, methods):
+    proc = _run(f'--config={CONFIG}', f'--methods={methods}', '--episodes=2', '--test_episodes=2',
+                '--test_rounds=1', '--examples_per_class=6', '--num_clients=3',
+                f'--data_path={os.path.join(FIXTURES, "tff")}', f'--output_dir={out}')
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads((out / 'results.json').read_text())['results']
+
+  rows = run(tmp_path / 'both', 'finetune_fedavg,finetune_oneshot')
   assert [r['method'] for r in rows] == ['finetune_fedavg', 'finetune_oneshot']
   assert rows[0]['info'] == rows[1]['info'] == {'communication_rounds': 8, 'pretrain_classes': 40}
+  # One-shot FL run alone (long_run.sh's oneshot cell where no baselines pre-training is there
+  # to copy) pre-trains the same rounds to the same model, and so scores the same.
+  alone = run(tmp_path / 'alone', 'finetune_oneshot')
+  assert _pretrain_losses(tmp_path / 'alone') == _pretrain_losses(tmp_path / 'both')
+  assert len(_pretrain_losses(tmp_path / 'both')) == 8
+  assert alone[0]['accuracy'] == rows[1]['accuracy']
 
 
 def test_pre_training_runs_once_per_context(monkeypatch):

@@ -320,9 +320,10 @@ def markdown(result: Dict[str, Any]) -> str:
   return f'{title}\n\n{markdown_table(header, body)}\n'
 
 
-def output_paths(run_dir: str, output: Optional[str]) -> Tuple[str, str]:
+def output_paths(run_dir: str, output: Optional[str],
+                 markdown: bool = True) -> Tuple[str, Optional[str]]:
   """(json, md) paths: `output` with .json / .md, default <run_dir>/reevaluation; never one of
-  the run's own files."""
+  the run's own files. md is None when `markdown` is False (the scores alone)."""
   base = output or os.path.join(run_dir, OUTPUT_NAME)
   stem = base[:-len('.json')] if base.endswith('.json') else base[:-3] if base.endswith('.md') \
       else base
@@ -333,9 +334,11 @@ def output_paths(run_dir: str, output: Optional[str]) -> Tuple[str, str]:
       raise ConfigError(f'--output={output} would overwrite the run\'s {os.path.basename(path)}; '
                         'choose another name.')
   files.require_folder(os.path.dirname(os.path.abspath(paths[0])))
-  return paths
+  return paths if markdown else (paths[0], None)
 
 
-def write(result: Dict[str, Any], paths: Tuple[str, str]) -> None:
+def write(result: Dict[str, Any], paths: Tuple[str, Optional[str]]) -> None:
+  """The scores to paths[0] (JSON) and, unless paths[1] is None, the table to paths[1]."""
   files.write_json(paths[0], result, indent=2, default=float)
-  files.write_text(paths[1], markdown(result))
+  if paths[1]:
+    files.write_text(paths[1], markdown(result))
