@@ -106,14 +106,23 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
     assert set(flags) <= known, set(flags) - known
   folders = [_flags(c[2:])['output_dir'] for c in commands]
   assert len(folders) == len(set(folders))                   # no two cells share a folder
-  assert sum('noniid' in f for f in folders) == 6            # baselines, FRL-tau, FRL; 2 seeds
+  # non-IID, per seed: baselines, one-shot, FRL with P_R, FRL, personalization; FRL with P_{R-1}
+  noniid = [os.path.relpath(f, tmp_path / 'out' / 'noniid') for f in folders if '/noniid/' in f]
+  assert noniid == [f'{cell}/seed{s}' for s in '01' for cell in (
+      'baselines', 'oneshot', 'frl_tau_pr', 'frl', 'personalized')] + ['frl_tau/seed0',
+                                                                       'frl_tau/seed1']
   tau = [_flags(c[2:]) for c in commands if '/frl_tau/' in _flags(c[2:])['output_dir']]
   assert [(f['methods'], f['temperature']) for f in tau] == [('frl_distance', 'learned')] * 4
   pr = [_flags(c[2:]) for c in commands if '/frl_tau_pr/' in _flags(c[2:])['output_dir']]
   assert [(f['seed'], f['temperature'], f['train_prototypes']) for f in pr] == [
-      ('0', 'learned', 'recomputed'), ('1', 'learned', 'recomputed')]
-  assert all(_flags(c[2:]).get('iid') == 'false' for c in commands if 'noniid' in
-             _flags(c[2:])['output_dir'])
+      ('0', 'learned', 'recomputed'), ('1', 'learned', 'recomputed')] * 2
+  by_cell = {os.path.relpath(_flags(c[2:])['output_dir'], tmp_path / 'out'): _flags(c[2:])
+             for c in commands}
+  for setting in ('', 'noniid/'):   # the same methods in both settings
+    assert by_cell[f'{setting}oneshot/seed1']['methods'] == 'finetune_oneshot'
+    assert by_cell[f'{setting}personalized/seed1']['methods'] == 'personalized'
+  assert all(f.get('iid') == ('false' if cell.startswith('noniid/') else None)
+             for cell, f in by_cell.items())
 
 
 def test_long_run_skips_the_cells_committed_at_its_length(tmp_path):
@@ -146,6 +155,27 @@ def test_long_run_skips_the_cells_committed_under_any_committed_root(tmp_path):
   skipped = folders(COMMITTED_RUNS=f'{roots[0]} {roots[1]}')
   assert skipped == [f for f in every if f not in ('frl/seed0', 'baselines/seed1')]
   assert folders(COMMITTED_RUNS=str(roots[1])) == [f for f in every if f != 'baselines/seed1']
+
+
+def test_long_run_one_shot_cells_copy_a_finished_pre_training_only(tmp_path):
+  out = tmp_path / 'out'
+  for base in ('baselines/seed0', 'noniid/baselines/seed0', 'baselines/seed1'):
+    (out / base).mkdir(parents=True)
+    (out / base / 'DONE').write_text('')
+    (out / base / 'config.toml').write_text('episodes = 1000\n')
+    if base != 'baselines/seed1':   # seed 1: a committed cell, no pre-training kept
+      (out / base / 'pretrain').mkdir()
+      (out / base / 'pretrain' / 'metrics.csv').write_text(base)
+  proc = subprocess.run(['bash', os.path.join(ROOT, 'configs/fewround/long_run.sh')],
+                        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                        env={**os.environ, 'PY': 'echo', 'NICE': '0', 'OUT': str(out),
+                             'SEEDS': '0 1', 'SKIP_COMMITTED': '0'}, check=True)
+  assert 'cp:' not in proc.stderr, proc.stderr
+  for setting in ('', 'noniid/'):
+    copied = out / setting / 'oneshot/seed0/pretrain/metrics.csv'
+    assert copied.read_text() == f'{setting}baselines/seed0'
+  assert not (out / 'oneshot/seed1/pretrain').exists()
+  assert not (out / 'noniid/oneshot/seed1').exists()   # its baselines cell has not run
 
 
 def _fake_runs(root, cells):

@@ -17,12 +17,15 @@
 # 2 of 3 seeds, paired, at R = 3), and the paper's FRL (+/- GPAL, its own
 # classifier). (Since 2026-11-27 the reference and the learned temperature come
 # first: on seed 0's test episodes that variant led fine-tuning by 10.6 points at
-# R = 3, so seed 2's bar is known a cell sooner; seeds 0-1 ran FRL first.) Then per seed one-shot FL's fine-tuning and the personalization scheme; then the non-IID
-# setting (20 shards, 2 per client; `--iid=false` on the same configs), per
-# seed fine-tuning via FedAvg + FedAvg, FRL with the learned temperature and
-# FRL (+/- GPAL), under <out>/noniid/; then per seed FRL with the learned temperature
-# meta-trained with P_R (frl_tau_pr/, since 2026-11-27); last (since 2026-11-27: a diagnostic,
-# not one of the issue's cells) FRL + GPAL with the client-side Adam update (seed 0).
+# R = 3, so seed 2's bar is known a cell sooner; seeds 0-1 ran FRL first.) Then per seed
+# one-shot FL's fine-tuning and the personalization scheme; per seed FRL with the learned
+# temperature meta-trained with P_R (frl_tau_pr/, since 2026-11-27); then the non-IID setting
+# (20 shards, 2 per client; `--iid=false` on the same configs) under <out>/noniid/, per seed
+# fine-tuning via FedAvg + FedAvg, one-shot FL, FRL with P_R, FRL (+/- GPAL) and the
+# personalization scheme, then FRL with the learned temperature and P_{R-1} (since 2026-11-29:
+# the issue's methods first; one-shot FL, P_R and the personalization scheme joined the non-IID
+# cells then); last (since 2026-11-27: a diagnostic, not one of the issue's cells) FRL + GPAL
+# with the client-side Adam update (seed 0).
 # Per-episode meta-train query accuracy/loss: <out>/<method>/metrics.csv and
 # tensorboard/. Results: <out>/results.md and results.json.
 #
@@ -82,34 +85,27 @@ for seed in $SEEDS; do
   cell "$OUT/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml --seed="$seed" \
     --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
-# The issue's other baselines under the same budget, after every seed's FRL and
-# fine-tuning cells: one-shot FL's fine-tuning (it reuses that seed's FedAvg
-# pre-training: same config and seed, so the checkpoints are copied, not redone)
-# and the personalization scheme (Appendix C; a meta-trained method, so FRL's
-# validation-chosen rates; one communication round per episode).
-for seed in $SEEDS; do
-  one="$OUT/oneshot/seed$seed"
-  # (on a new machine the committed baselines cell has no pre-training to copy: the
-  # one-shot cell then pre-trains the same rounds itself, same config and seed)
-  if [ -f "$OUT/baselines/seed$seed/DONE" ] && [ -d "$OUT/baselines/seed$seed/pretrain" ] &&
-     [ ! -d "$one/pretrain" ]; then
-    mkdir -p "$one" && cp -r "$OUT/baselines/seed$seed/pretrain" "$OUT/baselines/seed$seed/config.toml" "$one/"
+# One-shot FL's fine-tuning (oneshot <root> <seed> [flags]) reuses the pre-training of
+# <root>/baselines/seed<s> (same config and seed, so its checkpoints are copied, not redone).
+# On a new machine a committed baselines cell has no pre-training to copy: the one-shot cell then
+# pre-trains the same rounds itself, same config and seed (tests/fewround/test_program.py checks
+# that this gives the same model and scores).
+oneshot() {
+  local root=$1 seed=$2; shift 2
+  local one="$root/oneshot/seed$seed" base="$root/baselines/seed$seed"
+  if [ -f "$base/DONE" ] && [ -d "$base/pretrain" ] && [ ! -d "$one/pretrain" ]; then
+    mkdir -p "$one" && cp -r "$base/pretrain" "$base/config.toml" "$one/"
   fi
   cell "$one" --config=configs/fewround/femnist62_5way_iid.toml --seed="$seed" \
-    --methods=finetune_oneshot
+    --methods=finetune_oneshot "$@"
+}
+# The issue's other baselines under the same budget, after every seed's FRL and fine-tuning
+# cells: one-shot FL's fine-tuning and the personalization scheme (Appendix C; a meta-trained
+# method, so FRL's validation-chosen rates; one communication round per episode).
+for seed in $SEEDS; do
+  oneshot "$OUT" "$seed"
   cell "$OUT/personalized/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
     --seed="$seed" --methods=personalized --server_lr_decay_episode=$((EPISODES * 5 / 8))
-done
-# The non-IID setting (issue #14: "IID and non-IID, K = 10"): the same cells and rates
-# (chosen on IID validation classes; the paper also keeps one set of rates for both).
-for seed in $SEEDS; do
-  cell "$OUT/noniid/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml \
-    --iid=false --seed="$seed" --methods=finetune_fedavg,fedavg
-  cell "$OUT/noniid/frl_tau/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --iid=false --seed="$seed" --methods=frl_distance --temperature=learned \
-    --server_lr_decay_episode=$((EPISODES * 5 / 8))
-  cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
 # FRL with the learned temperature meta-trained with P_R, the prototypes the deployment scores
 # with (`--train_prototypes=recomputed`; RESULTS §9: it won at R = 3 on validation classes on
@@ -118,6 +114,26 @@ done
 for seed in $SEEDS; do
   cell "$OUT/frl_tau_pr/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
     --seed="$seed" --methods=frl_distance --temperature=learned --train_prototypes=recomputed \
+    --server_lr_decay_episode=$((EPISODES * 5 / 8))
+done
+# The non-IID setting (issue #14: "IID and non-IID, K = 10"): the same cells and rates (chosen
+# on IID validation classes; the paper also keeps one set of rates for both), the issue's
+# methods first.
+for seed in $SEEDS; do
+  cell "$OUT/noniid/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml \
+    --iid=false --seed="$seed" --methods=finetune_fedavg,fedavg
+  oneshot "$OUT/noniid" "$seed" --iid=false
+  cell "$OUT/noniid/frl_tau_pr/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --iid=false --seed="$seed" --methods=frl_distance --temperature=learned \
+    --train_prototypes=recomputed --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  cell "$OUT/noniid/personalized/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --iid=false --seed="$seed" --methods=personalized --server_lr_decay_episode=$((EPISODES * 5 / 8))
+done
+for seed in $SEEDS; do
+  cell "$OUT/noniid/frl_tau/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
+    --iid=false --seed="$seed" --methods=frl_distance --temperature=learned \
     --server_lr_decay_episode=$((EPISODES * 5 / 8))
 done
 # the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
