@@ -73,7 +73,7 @@ def main(argv):
   cfg = reevaluation.load_run_config(FLAGS.run_dir, FLAGS.cache_dir)
   for setting in settings:   # bad settings stop before the data load
     reevaluation.config_for(cfg, setting)
-  paths = reevaluation.output_paths(FLAGS.run_dir, FLAGS.output, markdown=FLAGS.markdown)
+  paths = reevaluation.output_paths(FLAGS.run_dir, FLAGS.output, with_table=FLAGS.markdown)
   log_dir = os.path.dirname(os.path.abspath(paths[0]))
   with executor.make_pool(FLAGS, log_dir=log_dir) as pool:
     result = reevaluation.reevaluate(cfg, FLAGS.run_dir, pool, settings, split=FLAGS.split,

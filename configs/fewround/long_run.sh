@@ -77,13 +77,17 @@ cell() {   # cell <folder> <flags...>: runs unless finished; resumes otherwise
   echo "$(date -u +%FT%TZ) end $folder (exit $status)"
 }
 
+frl_cell() {   # frl_cell <folder> <seed> <flags...>: a meta-trained cell with FRL's config and decay
+  local folder=$1 seed=$2; shift 2
+  cell "$folder" --config=configs/fewround/femnist62_5way_iid_frl.toml --seed="$seed" "$@" \
+    --server_lr_decay_episode=$((EPISODES * 5 / 8))
+}
+
 for seed in $SEEDS; do
   cell "$OUT/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml --seed="$seed" \
     --methods=finetune_fedavg,fedavg
-  cell "$OUT/frl_tau/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml --seed="$seed" \
-    --methods=frl_distance --temperature=learned --server_lr_decay_episode=$((EPISODES * 5 / 8))
-  cell "$OUT/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml --seed="$seed" \
-    --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  frl_cell "$OUT/frl_tau/seed$seed" "$seed" --methods=frl_distance --temperature=learned
+  frl_cell "$OUT/frl/seed$seed" "$seed"
 done
 # One-shot FL's fine-tuning (oneshot <root> <seed> [flags]) reuses the pre-training of
 # <root>/baselines/seed<s> (same config and seed, so its checkpoints are copied, not redone).
@@ -104,17 +108,15 @@ oneshot() {
 # method, so FRL's validation-chosen rates; one communication round per episode).
 for seed in $SEEDS; do
   oneshot "$OUT" "$seed"
-  cell "$OUT/personalized/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --seed="$seed" --methods=personalized --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  frl_cell "$OUT/personalized/seed$seed" "$seed" --methods=personalized
 done
 # FRL with the learned temperature meta-trained with P_R, the prototypes the deployment scores
 # with (`--train_prototypes=recomputed`; RESULTS §9: it won at R = 3 on validation classes on
 # seeds 0 and 1, paired, by the rule set before seed 1's result). A row beside the paper's P_{R-1},
 # which stays the default.
 for seed in $SEEDS; do
-  cell "$OUT/frl_tau_pr/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --seed="$seed" --methods=frl_distance --temperature=learned --train_prototypes=recomputed \
-    --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  frl_cell "$OUT/frl_tau_pr/seed$seed" "$seed" --methods=frl_distance --temperature=learned \
+    --train_prototypes=recomputed
 done
 # The non-IID setting (issue #14: "IID and non-IID, K = 10"): the same cells and rates (chosen
 # on IID validation classes; the paper also keeps one set of rates for both), the issue's
@@ -123,21 +125,16 @@ for seed in $SEEDS; do
   cell "$OUT/noniid/baselines/seed$seed" --config=configs/fewround/femnist62_5way_iid.toml \
     --iid=false --seed="$seed" --methods=finetune_fedavg,fedavg
   oneshot "$OUT/noniid" "$seed" --iid=false
-  cell "$OUT/noniid/frl_tau_pr/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --iid=false --seed="$seed" --methods=frl_distance --temperature=learned \
-    --train_prototypes=recomputed --server_lr_decay_episode=$((EPISODES * 5 / 8))
-  cell "$OUT/noniid/frl/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --iid=false --seed="$seed" --server_lr_decay_episode=$((EPISODES * 5 / 8))
-  cell "$OUT/noniid/personalized/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --iid=false --seed="$seed" --methods=personalized --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  frl_cell "$OUT/noniid/frl_tau_pr/seed$seed" "$seed" --iid=false --methods=frl_distance \
+    --temperature=learned --train_prototypes=recomputed
+  frl_cell "$OUT/noniid/frl/seed$seed" "$seed" --iid=false
+  frl_cell "$OUT/noniid/personalized/seed$seed" "$seed" --iid=false --methods=personalized
 done
 for seed in $SEEDS; do
-  cell "$OUT/noniid/frl_tau/seed$seed" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-    --iid=false --seed="$seed" --methods=frl_distance --temperature=learned \
-    --server_lr_decay_episode=$((EPISODES * 5 / 8))
+  frl_cell "$OUT/noniid/frl_tau/seed$seed" "$seed" --iid=false --methods=frl_distance \
+    --temperature=learned
 done
 # the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
 first=${SEEDS%% *}
-cell "$OUT/frl_client_adam/seed$first" --config=configs/fewround/femnist62_5way_iid_frl.toml \
-  --seed="$first" --meta_update=client_adam --methods=frl_distance_gpal \
-  --server_lr_decay_episode=$((EPISODES * 5 / 8))
+frl_cell "$OUT/frl_client_adam/seed$first" "$first" --meta_update=client_adam \
+  --methods=frl_distance_gpal

@@ -18,7 +18,10 @@ them and writes what a reader of Park et al. (2021) compares:
   its mean and 95% CI, and how many seeds' CIs lie above zero;
 - figures: accuracy against R (mean ± std over seeds) and the meta-training
   curves (per-episode meta-train query accuracy, `<run>/<method>/metrics.csv`,
-  a rolling mean, averaged over seeds).
+  a rolling mean, averaged over seeds);
+- whether the cells of one setting, seed and variant that pre-train with
+  FedAvg (fine-tuning via FedAvg, one-shot FL) logged the same training loss
+  in every round (`pretraining.py`): Table 1 compares them from one model.
 
 A seed also draws the class split (`tasks.load_class_split`), so the std over
 seeds includes which classes are unseen. Runs of one method whose configs
@@ -40,6 +43,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta import provenance
+from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
 from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save
 from tff_meta.analysis.tables import markdown_table, write_csv
@@ -164,12 +168,17 @@ def _variant_config(config: Dict[str, Any]) -> Dict[str, str]:
   return {k: repr(v) for k, v in config.items() if k not in _NOT_VARIANT_KEYS}
 
 
+def _full_configs() -> Any:
+  """run -> its config, with the keys an older config.toml lacks at their defaults."""
+  from tff_meta.fewround.config import toml_defaults  # pylint: disable=g-import-not-at-top
+  defaults = toml_defaults()
+  return lambda run: {**defaults, **run.config}
+
+
 def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
   """Entries by setting and method, variants split; returns (entries, notes)."""
   by_key: Dict[Tuple[Setting, str], List[Tuple[FewRoundRun, Dict[str, Any]]]] = {}
-  from tff_meta.fewround.config import toml_defaults  # pylint: disable=g-import-not-at-top
-  defaults = toml_defaults()
-  full = lambda run: {**defaults, **run.config}   # keys an older config.toml lacks: defaults
+  full = _full_configs()
   for run in runs:
     for row in run.rows:
       by_key.setdefault((setting_of(full(run)), row['method']), []).append((run, row))
@@ -395,6 +404,18 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
   return written
 
 
+def pretraining_groups(runs: Sequence[FewRoundRun]) -> Dict[Tuple[str, int, str], List[str]]:
+  """(setting label, seed, variant) -> the run folders, for `pretraining.agreement`: the cells
+  that must share a FedAvg pre-training (fine-tuning via FedAvg, one-shot FL)."""
+  full = _full_configs()
+  groups: Dict[Tuple[str, int, str], List[str]] = {}
+  for run in runs:
+    config = full(run)
+    variant = ', '.join(f'{k}={v}' for k, v in sorted(_variant_config(config).items()))
+    groups.setdefault((setting_of(config).label, run.seed, variant), []).append(run.path)
+  return groups
+
+
 def runs_markdown(runs: Sequence[FewRoundRun]) -> str:
   """## Runs: each folder, its seed and the code version(s) that wrote it."""
   return '\n'.join(['## Runs', '', *(f'- {r.path} (seed {r.seed}, {provenance.describe(r.path)})'
@@ -413,6 +434,9 @@ def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE) -> 
   meta = meta_training_markdown(entries)
   if meta is not None:
     md += '\n' + meta
+  shared = pretraining.markdown(pretraining.agreement(pretraining_groups(runs)))
+  if shared is not None:
+    md += '\n' + shared + '\n'
   md += '\n' + runs_markdown(runs)
   os.makedirs(output_dir, exist_ok=True)
   write_text(os.path.join(output_dir, 'report.md'), md + '\n')

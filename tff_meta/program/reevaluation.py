@@ -321,9 +321,9 @@ def markdown(result: Dict[str, Any]) -> str:
 
 
 def output_paths(run_dir: str, output: Optional[str],
-                 markdown: bool = True) -> Tuple[str, Optional[str]]:
+                 with_table: bool = True) -> Tuple[str, Optional[str]]:
   """(json, md) paths: `output` with .json / .md, default <run_dir>/reevaluation; never one of
-  the run's own files. md is None when `markdown` is False (the scores alone)."""
+  the run's own files. md is None when `with_table` is False (the scores alone)."""
   base = output or os.path.join(run_dir, OUTPUT_NAME)
   stem = base[:-len('.json')] if base.endswith('.json') else base[:-3] if base.endswith('.md') \
       else base
@@ -334,7 +334,7 @@ def output_paths(run_dir: str, output: Optional[str],
       raise ConfigError(f'--output={output} would overwrite the run\'s {os.path.basename(path)}; '
                         'choose another name.')
   files.require_folder(os.path.dirname(os.path.abspath(paths[0])))
-  return paths if markdown else (paths[0], None)
+  return paths if with_table else (paths[0], None)
 
 
 def write(result: Dict[str, Any], paths: Tuple[str, Optional[str]]) -> None:
