@@ -178,6 +178,34 @@ def test_long_run_one_shot_cells_copy_a_finished_pre_training_only(tmp_path):
   assert not (out / 'noniid/oneshot/seed1').exists()   # its baselines cell has not run
 
 
+def test_long_run_queues_sharing_an_out_folder_skip_each_others_running_cells(tmp_path):
+  out = tmp_path / 'out'
+  live = subprocess.Popen(['sleep', '60'])
+  dead = subprocess.Popen(['true'])
+  dead.wait()
+  try:
+    for cell, pid in (('noniid/baselines/seed0', live.pid), ('noniid/frl/seed0', dead.pid)):
+      (out / f'{cell}.lock').mkdir(parents=True)
+      (out / f'{cell}.lock' / 'pid').write_text(f'{pid}\n')
+    proc = subprocess.run(['bash', os.path.join(ROOT, 'configs/fewround/long_run.sh')],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, 'PY': 'echo', 'NICE': '0', 'OUT': str(out),
+                               'SEEDS': '2 0', 'SKIP_COMMITTED': '0'}, check=True)
+    ran = [os.path.relpath(_flags(shlex.split(line))['output_dir'], out)
+           for line in proc.stdout.splitlines() if line.startswith('-m ')]
+    assert 'noniid/baselines/seed0' not in ran        # a live queue runs it
+    assert 'noniid/oneshot/seed0' not in ran          # ... and then copies its pre-training
+    assert 'skip ' + str(out / 'noniid/baselines/seed0') + ' (running in another queue)' \
+        in proc.stdout
+    assert 'noniid/frl/seed0' in ran                  # a killed queue's lock is taken over
+    assert 'noniid/oneshot/seed2' in ran and ran[-1] == 'frl_client_adam/seed0'   # smallest seed
+    assert sorted(p.name for p in out.rglob('*.lock')) == ['seed0.lock']   # the live one only
+    assert (out / 'noniid/baselines/seed0.lock/pid').read_text().strip() == str(live.pid)
+  finally:
+    live.kill()
+    live.wait()
+
+
 def _fake_runs(root, cells):
   """Run folders as programs.train leaves them: cell name -> algorithm; a name ending in '!'
   is unfinished."""

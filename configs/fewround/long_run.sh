@@ -4,6 +4,7 @@
 #
 #   mkdir -p runs && nohup configs/fewround/long_run.sh > runs/fewround_long.log 2>&1 &
 #   EPISODES=2000 SEEDS="0" configs/fewround/long_run.sh     # other length / seeds
+#   (run the same command twice, e.g. on 2 cores: the queues share the cells, one cell each)
 #
 # Resumable: rerun the same command after a kill or a session's end. Every
 # preparing stage (<out>/<method>/, <out>/pretrain/) resumes from its last
@@ -65,15 +66,34 @@ committed() {   # committed <folder>: prints the root that holds it
   return 1
 }
 
-cell() {   # cell <folder> <flags...>: runs unless finished; resumes otherwise
+# Two or more queues may share one OUT (e.g. one per core, the same SEEDS): a cell runs
+# under <folder>.lock (mkdir is atomic), holding the queue's PID; another queue skips a
+# cell whose lock holder is alive and takes over the lock of one that was killed.
+running() {   # running <folder>: true while another live queue holds its lock
+  local pid
+  pid=$(cat "$1.lock/pid" 2>/dev/null) || return 1
+  [ "$pid" != $$ ] && kill -0 "$pid" 2>/dev/null
+}
+lock() {   # lock <folder>: takes the cell's lock, or fails while a live queue holds it
+  mkdir -p "$(dirname "$1")"
+  if ! mkdir "$1.lock" 2>/dev/null; then
+    running "$1" && return 1
+    rm -rf "$1.lock"; mkdir "$1.lock" 2>/dev/null || return 1   # a killed queue's lock
+  fi
+  echo $$ > "$1.lock/pid"
+}
+
+cell() {   # cell <folder> <flags...>: runs unless finished or running; resumes otherwise
   local folder=$1; shift
   if [ -f "$folder/DONE" ]; then echo "skip $folder (DONE)"; return 0; fi
   local root
   if root=$(committed "$folder"); then echo "skip $folder (committed in $root)"; return 0; fi
+  if ! lock "$folder"; then echo "skip $folder (running in another queue)"; return 0; fi
   echo "$(date -u +%FT%TZ) start $folder"
   $RUN --output_dir="$folder" "$@"
   local status=$?
   [ $status -eq 0 ] && touch "$folder/DONE"
+  rm -rf "$folder.lock"
   echo "$(date -u +%FT%TZ) end $folder (exit $status)"
 }
 
@@ -97,6 +117,9 @@ done
 oneshot() {
   local root=$1 seed=$2; shift 2
   local one="$root/oneshot/seed$seed" base="$root/baselines/seed$seed"
+  if running "$base"; then   # the queue pre-training it runs this cell next, with a copy
+    echo "skip $one (its baselines cell is running in another queue)"; return 0
+  fi
   if [ -f "$base/DONE" ] && [ -d "$base/pretrain" ] && [ ! -d "$one/pretrain" ]; then
     mkdir -p "$one" && cp -r "$base/pretrain" "$base/config.toml" "$one/"
   fi
@@ -135,6 +158,6 @@ for seed in $SEEDS; do
     --temperature=learned
 done
 # the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
-first=${SEEDS%% *}
+first=$(printf '%s\n' $SEEDS | sort -n | head -n 1)   # the smallest seed: 0 of "2 0 1"
 frl_cell "$OUT/frl_client_adam/seed$first" "$first" --meta_update=client_adam \
   --methods=frl_distance_gpal
