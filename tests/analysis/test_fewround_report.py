@@ -93,7 +93,12 @@ def test_other_configs_are_variants_and_non_iid_another_setting(runs):
   assert [(m, k) for _, m, k in iid] == [
       ('finetune_fedavg', 2), ("frl_distance_gpal [meta_update='client_adam']", 2),
       ("frl_distance_gpal [meta_update='server_adam']", 1)]
-  assert [(m, k) for s, m, k in names if 'non-IID' in s] == [('frl_distance_gpal', 1)]
+  # one config, one name in every setting: the non-IID run is named as its IID variant
+  assert [(m, k) for s, m, k in names if 'non-IID' in s] == [
+      ("frl_distance_gpal [meta_update='client_adam']", 1)]
+  # with a single variant anywhere, no label at all
+  entries, _ = fewround_report.group(fewround_report.find_runs([str(runs / 'noniid')]))
+  assert [e.method for e in entries] == ['frl_distance_gpal']
 
 
 def test_a_key_missing_from_an_older_config_counts_as_its_default(runs):

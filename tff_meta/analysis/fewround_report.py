@@ -182,12 +182,21 @@ def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
   for run in runs:
     for row in run.rows:
       by_key.setdefault((setting_of(full(run)), row['method']), []).append((run, row))
+  # A method's variants are named across settings, so that one config carries one name in
+  # every setting (non-IID's single FRL run is named as its IID variant is).
+  by_method: Dict[str, List[Tuple[FewRoundRun, Dict[str, Any]]]] = {}
+  for (_, method), members in by_key.items():
+    by_method.setdefault(method, []).extend(members)
+  label_of = {}
+  for method, members in by_method.items():
+    flats = [_variant_config(full(run)) for run, _ in members]
+    for (run, _), label in zip(members, variants.variant_labels(flats)):
+      label_of[(method, run.path)] = label
   entries, notes = [], []
   for (setting, method), members in by_key.items():
-    flats = [_variant_config(full(run)) for run, _ in members]
     by_label: Dict[str, list] = {}
-    for member, label in zip(members, variants.variant_labels(flats)):
-      by_label.setdefault(label, []).append(member)
+    for member in members:
+      by_label.setdefault(label_of[(method, member[0].path)], []).append(member)
     for label, vmembers in sorted(by_label.items()):
       name = variants.labelled(method, label)
       vmembers.sort(key=lambda m: (m[0].seed, m[0].path))
