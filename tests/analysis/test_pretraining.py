@@ -82,3 +82,14 @@ def test_report_compares_cells_of_one_setting_seed_and_variant_only(tmp_path):
   md = fewround_report.build([str(tmp_path)], str(tmp_path / 'report'))['markdown']
   assert '## Pre-training shared by cells' in md
   assert md.count('5 of 5 (to round 5) | 0 | trained apart |') == 2
+
+
+def test_a_round_logged_twice_across_a_resume_counts_its_last_row(tmp_path):
+  _pretrain(tmp_path / 'a', LOSSES)
+  _pretrain(tmp_path / 'b', [4.6, 3.7, 9.9])                 # killed after round 3 ...
+  with open(tmp_path / 'b' / 'pretrain' / 'metrics.csv', 'a', newline='') as f:
+    csv.writer(f).writerows([[3, 1.0, repr(2.9)], [4, 1.0, repr(2.5)], [5, 1.0, repr(2.25)]])
+  rounds, _, losses = pretraining.read_losses(str(tmp_path / 'b'))   # ... resumed at round 2
+  assert list(rounds) == [1, 2, 3, 4, 5] and list(losses) == LOSSES
+  got = pretraining.compare(pretraining.read_losses(str(tmp_path / 'a')), (rounds, _, losses))
+  assert (got['rounds'], got['identical']) == (5, 5)

@@ -32,7 +32,6 @@ of `tff_meta.analysis`, no TensorFlow: it reads files only.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -46,7 +45,7 @@ from tff_meta import provenance
 from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
 from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save
-from tff_meta.analysis.tables import markdown_table, write_csv
+from tff_meta.analysis.tables import markdown_table, read_by_key, write_csv
 from tff_meta.program.files import write_text
 from tff_meta.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError
 
@@ -299,14 +298,7 @@ def read_meta_curve(run: FewRoundRun, method: str, column: str = 'query_accuracy
                     ) -> Optional[np.ndarray]:
   """Per-episode `column` of `method`'s meta-training in `run` (metrics.csv; the last row of
   an episode wins), or None when it has none."""
-  path = os.path.join(run.path, method, METRICS_FILE)
-  if not os.path.exists(path):
-    return None
-  by_episode: Dict[int, float] = {}
-  with open(path, newline='') as f:
-    for row in csv.DictReader(f):
-      if row.get('episode') not in (None, '') and row.get(column) not in (None, ''):
-        by_episode[int(float(row['episode']))] = float(row[column])
+  by_episode = read_by_key(os.path.join(run.path, method, METRICS_FILE), 'episode', column)
   if not by_episode:
     return None
   n = max(by_episode)

@@ -18,28 +18,28 @@ its own timings, so its equal losses are evidence, not a copy. Like the rest of
 
 from __future__ import annotations
 
-import csv
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.analysis.tables import markdown_table, read_by_key
+from tff_meta.run_folder import METRICS_FILE
 
 PRETRAIN_DIR = 'pretrain'
 
 
 def read_losses(folder: str) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
-  """(rounds, seconds, train_loss) of `<folder>/pretrain/metrics.csv`, or None without one."""
-  path = os.path.join(folder, PRETRAIN_DIR, 'metrics.csv')
-  if not os.path.exists(path):
+  """(rounds, seconds, train_loss) of `<folder>/pretrain/metrics.csv` (a round logged twice
+  across a resume: its last row), or None without one."""
+  path = os.path.join(folder, PRETRAIN_DIR, METRICS_FILE)
+  losses = read_by_key(path, 'round', 'train_loss')
+  if not losses:
     return None
-  with open(path, newline='') as f:
-    rows = [r for r in csv.DictReader(f) if r.get('round') and r.get('train_loss')]
-  rows.sort(key=lambda r: int(r['round']))
-  return (np.array([int(r['round']) for r in rows]),
-          np.array([float(r.get('seconds') or 'nan') for r in rows]),
-          np.array([float(r['train_loss']) for r in rows]))
+  seconds = read_by_key(path, 'round', 'seconds')
+  rounds = np.array(sorted(losses))
+  return (rounds, np.array([seconds.get(r, np.nan) for r in rounds]),
+          np.array([losses[r] for r in rounds]))
 
 
 def compare(a: Tuple[np.ndarray, ...], b: Tuple[np.ndarray, ...]) -> Dict[str, Any]:
