@@ -44,6 +44,7 @@ CHECKPOINTS_DIR = 'checkpoints'
 TENSORBOARD_DIR = 'tensorboard'
 TENSORBOARD_EVAL_DIR = os.path.join(TENSORBOARD_DIR, 'eval')
 CLIENT_STATES_DIR = 'client_states'
+PRETRAIN_DIR = 'pretrain'           # few-round: the FedAvg pre-training stage's sub-folder
 # Few-round and recommendation folders use the names above for the same files, and:
 RESULTS_TABLE_FILE = 'results.md'   # few-round: the results table
 TABLE_FILE = 'table.md'             # recommendation: the results table (Tables 3, 5 and 6)

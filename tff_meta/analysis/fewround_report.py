@@ -167,20 +167,25 @@ def _variant_config(config: Dict[str, Any]) -> Dict[str, str]:
   return {k: repr(v) for k, v in config.items() if k not in _NOT_VARIANT_KEYS}
 
 
-def _full_configs() -> Any:
-  """run -> its config, with the keys an older config.toml lacks at their defaults."""
+def _described(runs: Sequence[FewRoundRun]) -> Dict[str, Tuple[Setting, Dict[str, str]]]:
+  """run path -> (its setting, its variant config), read from its config with the keys an
+  older config.toml lacks at their defaults. `group` and `pretraining_groups` key on both."""
   from tff_meta.fewround.config import toml_defaults  # pylint: disable=g-import-not-at-top
   defaults = toml_defaults()
-  return lambda run: {**defaults, **run.config}
+  out = {}
+  for run in runs:
+    config = {**defaults, **run.config}
+    out[run.path] = (setting_of(config), _variant_config(config))
+  return out
 
 
 def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
   """Entries by setting and method, variants split; returns (entries, notes)."""
   by_key: Dict[Tuple[Setting, str], List[Tuple[FewRoundRun, Dict[str, Any]]]] = {}
-  full = _full_configs()
+  described = _described(runs)
   for run in runs:
     for row in run.rows:
-      by_key.setdefault((setting_of(full(run)), row['method']), []).append((run, row))
+      by_key.setdefault((described[run.path][0], row['method']), []).append((run, row))
   # A method's variants are named across settings, so that one config carries one name in
   # every setting (non-IID's single FRL run is named as its IID variant is).
   by_method: Dict[str, List[Tuple[FewRoundRun, Dict[str, Any]]]] = {}
@@ -188,7 +193,7 @@ def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
     by_method.setdefault(method, []).extend(members)
   label_of = {}
   for method, members in by_method.items():
-    flats = [_variant_config(full(run)) for run, _ in members]
+    flats = [described[run.path][1] for run, _ in members]
     for (run, _), label in zip(members, variants.variant_labels(flats)):
       label_of[(method, run.path)] = label
   entries, notes = [], []
@@ -408,12 +413,12 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
 def pretraining_groups(runs: Sequence[FewRoundRun]) -> Dict[Tuple[str, int, str], List[str]]:
   """(setting label, seed, variant) -> the run folders, for `pretraining.agreement`: the cells
   that must share a FedAvg pre-training (fine-tuning via FedAvg, one-shot FL)."""
-  full = _full_configs()
+  described = _described(runs)
   groups: Dict[Tuple[str, int, str], List[str]] = {}
   for run in runs:
-    config = full(run)
-    variant = ', '.join(f'{k}={v}' for k, v in sorted(_variant_config(config).items()))
-    groups.setdefault((setting_of(config).label, run.seed, variant), []).append(run.path)
+    setting, variant = described[run.path]
+    key = ', '.join(f'{k}={v}' for k, v in sorted(variant.items()))
+    groups.setdefault((setting.label, run.seed, key), []).append(run.path)
   return groups
 
 

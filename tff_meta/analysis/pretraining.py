@@ -24,9 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.analysis.tables import markdown_table, read_by_key
-from tff_meta.run_folder import METRICS_FILE
-
-PRETRAIN_DIR = 'pretrain'
+from tff_meta.run_folder import METRICS_FILE, PRETRAIN_DIR
 
 
 def read_losses(folder: str) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -29,6 +29,7 @@ from tff_meta.fewround import selection, tasks, training
 from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS, FewRoundModel, build_few_round_model
 from tff_meta.registry import Registry
+from tff_meta.run_folder import PRETRAIN_DIR
 
 METHODS: Registry = Registry('few-round method')
 
@@ -206,7 +207,7 @@ def _pretrained(ctx: Context):
     weights = training.federated_pretrain(
         process_lib.build_round(pre_model, cfg.hparams(gamma=0.0, zero_head=False), ctx.spec),
         pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress,
-        run_dir=ctx.run_dir('pretrain'), checkpoint_every=cfg.checkpoint_every)
+        run_dir=ctx.run_dir(PRETRAIN_DIR), checkpoint_every=cfg.checkpoint_every)
 
     computations = []   # fine-tuning's round: one model structure for every candidate
 
@@ -216,7 +217,7 @@ def _pretrained(ctx: Context):
         computations.append(process_lib.build_round(model, hp, ctx.spec))
       return ctx.validation_accuracy(computations[0], list(model.initial_weights))
 
-    chosen, info = ctx.selected('pretrain', lambda: list(pre_model.initial_weights), 'round',
+    chosen, info = ctx.selected(PRETRAIN_DIR, lambda: list(pre_model.initial_weights), 'round',
                                 cfg.select_every * (cfg.rounds + 1), ctx.budget_rounds, score)
     if chosen is not None:
       weights = [np.asarray(w) for w in chosen]
