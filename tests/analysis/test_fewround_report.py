@@ -101,6 +101,26 @@ def test_other_configs_are_variants_and_non_iid_another_setting(runs):
   assert [e.method for e in entries] == ['frl_distance_gpal']
 
 
+def test_a_method_has_one_color_in_every_panel(runs, monkeypatch):
+  # non-IID holds only the FRL run, so without one color map its line would take the first
+  # color, which the IID panel gives to finetune_fedavg
+  _write(runs / 'noniid' / 'seed0', ('frl_distance_gpal',), 0, iid=False)
+  entries, _ = fewround_report.group(fewround_report.find_runs([str(runs)]))
+  figures = []
+  monkeypatch.setattr(fewround_report, '_save', lambda fig, plt, path: figures.append(fig))
+  fewround_report.plot(entries, fewround_report.entry_rows(entries), str(runs / 'out'))
+  [fig] = figures
+  by_panel = []
+  for ax in fig.axes:
+    handles, labels = ax.get_legend_handles_labels()   # errorbar containers: [0] is the line
+    by_panel.append({label.split(' (')[0]: tuple(handle[0].get_color())
+                     for handle, label in zip(handles, labels)})
+  [iid] = [p for p in by_panel if 'finetune_fedavg' in p]
+  [noniid] = [p for p in by_panel if 'finetune_fedavg' not in p]
+  assert noniid['frl_distance_gpal'] == iid['frl_distance_gpal']
+  assert iid['frl_distance_gpal'] != iid['finetune_fedavg']
+
+
 def test_a_key_missing_from_an_older_config_counts_as_its_default(runs):
   # seed 1's FRL written before `select_every` and `select_episodes` existed: the same method,
   # not a variant

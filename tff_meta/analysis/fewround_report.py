@@ -44,7 +44,8 @@ import numpy as np
 from tff_meta import provenance
 from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
-from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save
+from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save, method_colors
+from tff_meta.analysis.figures import method_linestyles
 from tff_meta.analysis.tables import markdown_table, read_by_key, write_csv
 from tff_meta.program.files import write_text
 from tff_meta.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError
@@ -369,12 +370,15 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
   settings = sorted({e.setting for e in entries})
   written = []
   most = max(sum(e.setting == s for e in entries) for s in settings)
+  methods = sorted({e.method for e in entries})   # one color per method across the panels
+  colors, styles = method_colors(methods), method_linestyles(methods)
   fig, axes = _panels(plt, len(settings), most)
   for ax, setting in zip(axes.flat, settings):
     for e in (e for e in entries if e.setting == setting):
       rs = [r for r in rows if r['setting'] == setting.label and r['method'] == e.method]
       ax.errorbar([r['R'] for r in rs], [r['accuracy'] for r in rs],
                   yerr=[r['std_over_seeds'] for r in rs], marker='o', capsize=3,
+                  color=colors[e.method], linestyle=styles[e.method],
                   label=f'{e.method} ({_seeds(len(e.members))})')
     ax.set(title=setting.label, xlabel='R (rounds of FL at deployment)',
            ylabel='test accuracy % (mean ± std over seeds)',
@@ -399,7 +403,8 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
     for ax, setting in zip(axes.flat, csettings):
       for (s, method), (curve, n) in curves.items():
         if s == setting:
-          ax.plot(np.arange(1, len(curve) + 1), 100 * curve, label=f'{method} ({_seeds(n)})')
+          ax.plot(np.arange(1, len(curve) + 1), 100 * curve, color=colors[method],
+                  linestyle=styles[method], label=f'{method} ({_seeds(n)})')
       ax.set(title=setting.label, xlabel='meta-training episode',
              ylabel=f'meta-train query accuracy % ({SMOOTH_EPISODES}-episode mean)')
       ax.title.set_fontsize(9)

@@ -62,21 +62,30 @@ def _entries(groups: Sequence[Group]) -> int:
   return max(counts.values(), default=0)
 
 
-def _colors(groups: Sequence[Group]) -> Dict[str, Any]:
+def method_colors(methods: Sequence[str]) -> Dict[str, Any]:
+  """One tab10 color per method name, in first-seen order (colors repeat after 10), so a
+  method has the same color in every panel of a figure."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   cmap = matplotlib.colormaps['tab10']
-  methods: List[str] = []
-  for g in sorted(groups, key=lambda g: (method_key(g.algorithm), g.method)):
-    if g.method not in methods:
-      methods.append(g.method)
-  return {m: cmap(i % 10) for i, m in enumerate(methods)}
+  return {m: cmap(i % 10) for i, m in enumerate(dict.fromkeys(methods))}
+
+
+def method_linestyles(methods: Sequence[str]) -> Dict[str, str]:
+  """Solid for the first 10 method names, then dashed, ...: `method_colors` repeats after 10."""
+  styles = ('-', '--', '-.', ':')
+  return {m: styles[(i // 10) % len(styles)] for i, m in enumerate(dict.fromkeys(methods))}
+
+
+def _method_order(groups: Sequence[Group]) -> List[str]:
+  return [g.method for g in sorted(groups, key=lambda g: (method_key(g.algorithm), g.method))]
+
+
+def _colors(groups: Sequence[Group]) -> Dict[str, Any]:
+  return method_colors(_method_order(groups))
 
 
 def _linestyles(groups: Sequence[Group]) -> Dict[str, str]:
-  """Solid for the first 10 methods, then dashed, ...: colors repeat after 10."""
-  order = list(_colors(groups))
-  styles = ('-', '--', '-.', ':')
-  return {m: styles[(i // 10) % len(styles)] for i, m in enumerate(order)}
+  return method_linestyles(_method_order(groups))
 
 
 def _save(fig, plt, path: str) -> None:
