@@ -52,6 +52,24 @@ def test_totals_and_history_count_each_round_once(tmp_path):
       {'round': 0.0, 'test_accuracy': 0.1}, {'round': 5.0, 'test_accuracy': 0.6, 'epsilon': 2.5}]
 
 
+def test_read_by_key_takes_the_last_row_of_each_key(tmp_path):
+  path = tmp_path / 'metrics.csv'
+  # Episode 2 re-run after a resume; episode 3's re-run row left the loss empty.
+  path.write_text('episode,loss,seconds\n1,0.9,1\n2,0.8,1\n3,0.7,1\n2,0.6,2\n3,,2\n,0.1,9\n')
+  assert run_folder.read_by_key(str(path), 'episode', 'loss') == {1: 0.9, 2: 0.6}
+  assert run_folder.read_by_key(str(path), 'episode', 'seconds') == {1: 1.0, 2: 2.0, 3: 2.0}
+  assert run_folder.read_by_key(str(path), 'round', 'loss') == {}   # no such key column
+  assert run_folder.read_by_key(str(tmp_path / 'missing.csv'), 'episode', 'loss') == {}
+
+
+def test_read_total_counts_the_last_row_of_a_repeated_round(tmp_path):
+  path = tmp_path / 'metrics.csv'
+  path.write_text('round,round_seconds\n1,1.5\n2,7\n2,\n3,2.5\n')
+  assert run_folder.read_total(str(path), 'round_seconds') == 4.0   # round 2's last row is empty
+  path.write_text('round_seconds\n1.5\n2.5\n')
+  assert run_folder.read_total(str(path), 'round_seconds') == 0.0   # no round column: no rounds
+
+
 def test_metrics_without_flops_and_with_a_gap(tmp_path):
   run = run_folder.load_run(str(_write_run(
       tmp_path / 'a', 'round,bytes_down,bytes_up\n1,1,2\n2,3,4\n3,5,6\n')))

@@ -216,17 +216,28 @@ def read_history(path: str) -> List[Dict[str, float]]:
             for row in csv.DictReader(f)]
 
 
-def read_total(path: str, column: str) -> float:
-  """Sum of a metrics.csv column over the rounds of a run (NaN without the file).
+def read_by_key(path: str, key: str, column: str) -> Dict[int, float]:
+  """`column` of a metrics.csv by its `key` column (round, episode); {} without the file.
 
-  A round that appears twice (a resumed run re-runs the rounds after its
-  checkpoint) counts once, with its last row, as in `read_metrics`.
+  After a resume the rounds (episodes) after the checkpoint are run again, so a
+  key may repeat: its last row wins, as in `read_metrics`. A key whose last row
+  leaves `column` empty is left out, and so are rows without a key.
   """
   if not os.path.exists(path):
-    return float('nan')
+    return {}
+  last: Dict[int, str] = {}
   with open(path, newline='') as f:
-    last = {row.get('round', i): row.get(column) for i, row in enumerate(csv.DictReader(f))}
-  return float(sum(float(v) for v in last.values() if v not in ('', None)))
+    for row in csv.DictReader(f):
+      if row.get(key) not in (None, ''):
+        last[int(float(row[key]))] = row.get(column)
+  return {k: float(v) for k, v in last.items() if v not in (None, '')}
+
+
+def read_total(path: str, column: str) -> float:
+  """Sum of a metrics.csv column over the rounds of a run (`read_by_key`); NaN without the file."""
+  if not os.path.exists(path):
+    return float('nan')
+  return float(sum(read_by_key(path, 'round', column).values()))
 
 
 def load_run(folder: str) -> Run:

@@ -46,9 +46,9 @@ from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
 from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save, method_colors
 from tff_meta.analysis.figures import method_linestyles
-from tff_meta.analysis.tables import markdown_table, read_by_key, write_csv
+from tff_meta.analysis.tables import markdown_table, write_csv
 from tff_meta.program.files import write_text
-from tff_meta.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError
+from tff_meta.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError, read_by_key
 
 REFERENCE = 'finetune_fedavg'   # Park et al. Table 1's main baseline
 Z95 = 1.959963984540054
@@ -168,9 +168,13 @@ def _variant_config(config: Dict[str, Any]) -> Dict[str, str]:
   return {k: repr(v) for k, v in config.items() if k not in _NOT_VARIANT_KEYS}
 
 
-def _described(runs: Sequence[FewRoundRun]) -> Dict[str, Tuple[Setting, Dict[str, str]]]:
+Described = Dict[str, Tuple[Setting, Dict[str, str]]]
+
+
+def _described(runs: Sequence[FewRoundRun]) -> Described:
   """run path -> (its setting, its variant config), read from its config with the keys an
-  older config.toml lacks at their defaults. `group` and `pretraining_groups` key on both."""
+  older config.toml lacks at their defaults. `group` and `pretraining_groups` key on both;
+  `build` reads it once and passes it to both."""
   from tff_meta.fewround.config import toml_defaults  # pylint: disable=g-import-not-at-top
   defaults = toml_defaults()
   out = {}
@@ -180,10 +184,11 @@ def _described(runs: Sequence[FewRoundRun]) -> Dict[str, Tuple[Setting, Dict[str
   return out
 
 
-def group(runs: Sequence[FewRoundRun]) -> Tuple[List[Entry], List[str]]:
+def group(runs: Sequence[FewRoundRun], described: Optional[Described] = None
+          ) -> Tuple[List[Entry], List[str]]:
   """Entries by setting and method, variants split; returns (entries, notes)."""
   by_key: Dict[Tuple[Setting, str], List[Tuple[FewRoundRun, Dict[str, Any]]]] = {}
-  described = _described(runs)
+  described = _described(runs) if described is None else described
   for run in runs:
     for row in run.rows:
       by_key.setdefault((described[run.path][0], row['method']), []).append((run, row))
@@ -415,10 +420,11 @@ def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: s
   return written
 
 
-def pretraining_groups(runs: Sequence[FewRoundRun]) -> Dict[Tuple[str, int, str], List[str]]:
+def pretraining_groups(runs: Sequence[FewRoundRun], described: Optional[Described] = None
+                       ) -> Dict[Tuple[str, int, str], List[str]]:
   """(setting label, seed, variant) -> the run folders, for `pretraining.agreement`: the cells
   that must share a FedAvg pre-training (fine-tuning via FedAvg, one-shot FL)."""
-  described = _described(runs)
+  described = _described(runs) if described is None else described
   groups: Dict[Tuple[str, int, str], List[str]] = {}
   for run in runs:
     setting, variant = described[run.path]
@@ -439,13 +445,14 @@ def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE) -> 
   if not runs:
     raise RunFolderError(f'--runs: no few-round run folder (results.json of programs.few_round) '
                          f'under {", ".join(roots)}')
-  entries, notes = group(runs)
+  described = _described(runs)
+  entries, notes = group(runs, described)
   rows = entry_rows(entries, reference)
   md = markdown(entries, rows, reference)
   meta = meta_training_markdown(entries)
   if meta is not None:
     md += '\n' + meta
-  shared = pretraining.markdown(pretraining.agreement(pretraining_groups(runs)))
+  shared = pretraining.markdown(pretraining.agreement(pretraining_groups(runs, described)))
   if shared is not None:
     md += '\n' + shared + '\n'
   md += '\n' + runs_markdown(runs)

@@ -13,8 +13,6 @@ through it.
 
 from __future__ import annotations
 
-import csv
-import os
 from typing import Any, Dict, Optional, Sequence
 
 from tff_meta.program.files import atomic_open
@@ -65,19 +63,6 @@ def _cell(row: Dict, key: str, fmt) -> str:
   if key not in row:
     return '—'
   return fmt.format(int(row[key]) if fmt == '{:d}' else row[key])
-
-
-def read_by_key(path: str, key: str, column: str) -> Dict[int, float]:
-  """`column` of a metrics.csv by its `key` column (round, episode), {} when the file is
-  absent. After a resume a key may repeat: its last row with a value wins."""
-  if not os.path.exists(path):
-    return {}
-  by_key: Dict[int, float] = {}
-  with open(path, newline='') as f:
-    for row in csv.DictReader(f):
-      if row.get(key) not in (None, '') and row.get(column) not in (None, ''):
-        by_key[int(float(row[key]))] = float(row[column])
-  return by_key
 
 
 def write_csv(rows: Sequence[Dict], path: str) -> None:
