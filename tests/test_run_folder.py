@@ -47,6 +47,7 @@ def test_totals_and_history_count_each_round_once(tmp_path):
   assert run_folder.read_total(metrics, 'bytes_down') == 600.0    # 100 + 200 + 300
   assert run_folder.read_total(metrics, 'client_flops') == 3000.0  # round 3 left empty
   assert np.isnan(run_folder.read_total(str(folder / 'missing.csv'), 'bytes_down'))
+  assert run_folder.read_history(str(folder / 'missing.csv')) == []
   (folder / run_folder.EVAL_FILE).write_text('round,test_accuracy,epsilon\n0,0.1,\n5,0.6,2.5\n')
   assert run_folder.read_history(str(folder / run_folder.EVAL_FILE)) == [
       {'round': 0.0, 'test_accuracy': 0.1}, {'round': 5.0, 'test_accuracy': 0.6, 'epsilon': 2.5}]

@@ -210,7 +210,10 @@ def read_metrics(folder: str):
 
 
 def read_history(path: str) -> List[Dict[str, float]]:
-  """The rows of an eval.csv (all sessions of a resumed run), as floats; empty cells left out."""
+  """The rows of an eval.csv or a curve.csv (all sessions of a resumed run), as floats; empty
+  cells left out; [] without the file."""
+  if not os.path.exists(path):
+    return []
   with open(path, newline='') as f:
     return [{k: float(v) for k, v in row.items() if v not in ('', None)}
             for row in csv.DictReader(f)]

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from tff_meta import run_folder
 from tff_meta.recommendation import config, event_log, experiment, loop
 
 
@@ -26,7 +27,7 @@ def test_resume_continues_without_duplicates(tmp_path):
   np.testing.assert_array_equal(resumed['w'], full['w'])
   assert full_calls == [1, 2, 3, 4, 5, 6] and part_calls == [1, 2, 3, 4, 5, 6]
   assert [r['episode'] for r in curve] == [0, 2, 3, 4, 6]   # 3: the end of the first session
-  assert curve == loop.read_curve(str(tmp_path / 'part' / 'curve.csv'))
+  assert curve == run_folder.read_history(str(tmp_path / 'part' / 'curve.csv'))
   assert any((tmp_path / 'part' / 'tensorboard' / 'eval').iterdir())   # the curve, released
   assert [r['episode'] for r in full_curve] == [0, 2, 4, 6]
   assert curve[-1]['w0'] == full_curve[-1]['w0'] == 21

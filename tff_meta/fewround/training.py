@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import csv
 import os
 import sys
 import time
@@ -41,7 +40,7 @@ import tqdm
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import process as process_lib
 from tff_meta.program import checkpoints, managers
-from tff_meta.run_folder import METRICS_FILE, TENSORBOARD_DIR
+from tff_meta.run_folder import METRICS_FILE, TENSORBOARD_DIR, read_by_key
 
 Row = Dict[str, float]
 # Every checkpoint is kept (0 = no limit in tff.program.FileProgramStateManager):
@@ -53,14 +52,6 @@ KEEP_ALL = 0
 def _ratio(total, key: str, count: str = 'num_examples') -> float:
   n = float(total[count])
   return float(total[key]) / n if n > 0 else float('nan')
-
-
-def read_metrics(path: str, column: str) -> List[float]:
-  """One column of a metrics.csv, in key order (empty if the file is absent)."""
-  if not os.path.exists(path):
-    return []
-  with open(path, newline='', encoding='utf-8') as f:
-    return [float(r[column]) for r in csv.DictReader(f) if r.get(column, '') != '']
 
 
 async def _loop(name: str, run_dir: str, key: str, initial, step: Callable, total: int,
@@ -135,7 +126,8 @@ def meta_train(process, sample: Callable[[int], list], episodes: int, progress: 
   state = checkpointed_loop(desc, run_dir, 'episode', process.initialize(), step, episodes,
                             checkpoint_every, progress)
   if run_dir is not None:
-    history = read_metrics(os.path.join(run_dir, METRICS_FILE), 'query_accuracy')
+    by_episode = read_by_key(os.path.join(run_dir, METRICS_FILE), 'episode', 'query_accuracy')
+    history = [by_episode[e] for e in sorted(by_episode)]
   return [np.asarray(w) for w in state['phi']], history
 
 

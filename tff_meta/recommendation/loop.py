@@ -23,20 +23,12 @@ baselines' pre-training (one plain-TF step per episode) both run here:
 from __future__ import annotations
 
 import asyncio
-import csv
 import os
 import sys
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from tff_meta.program import checkpoints, managers
-from tff_meta.run_folder import CURVE_FILE, TENSORBOARD_EVAL_DIR
-
-
-def read_curve(path: str) -> List[Dict[str, float]]:
-  if not os.path.exists(path):
-    return []
-  with open(path, newline='') as f:
-    return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+from tff_meta.run_folder import CURVE_FILE, TENSORBOARD_EVAL_DIR, read_history
 
 
 class Selected(NamedTuple):
@@ -76,7 +68,7 @@ def run_episodes(*, name: str, initial_state, step: Callable, evaluate: Callable
   state, best = (saved['state'], saved['best']) if select else (saved, None)
   if start:
     print(f'Resuming {name} from episode {start} ({output_dir}).', file=sys.stderr)
-  curve = [r for r in read_curve(curve_path) if r['episode'] <= start] if start else []
+  curve = [r for r in read_history(curve_path) if r['episode'] <= start] if start else []
   release = managers.metric_releases(output_dir, CURVE_FILE, TENSORBOARD_EVAL_DIR, 'episode')
 
   def record(state, episode: int) -> None:
