@@ -71,6 +71,24 @@ def test_read_total_counts_the_last_row_of_a_repeated_round(tmp_path):
   assert run_folder.read_total(str(path), 'round_seconds') == 0.0   # no round column: no rounds
 
 
+@pytest.mark.parametrize('content, message', [
+    ('round,loss\n1,0.5\n2,nan?\n', 'line 3: holds a value that is not a number'),
+    ('round,loss\nx,0.5\n', 'line 2: holds a value that is not a number'),
+    ('round,loss\n1,0.5,7\n', 'line 2: has a different number of cells'),
+    ('round,loss\n1\n', 'line 2: has a different number of cells'),
+])
+def test_damaged_metrics_and_history_name_the_file_and_line(tmp_path, content, message):
+  path = tmp_path / 'metrics.csv'
+  path.write_text(content)
+  with pytest.raises(run_folder.RunFolderError, match=f'metrics.csv, {message}'):
+    run_folder.read_by_key(str(path), 'round', 'loss')
+  with pytest.raises(run_folder.RunFolderError, match=f'metrics.csv, {message}'):
+    run_folder.read_history(str(path))
+  path.write_bytes(b'round,loss\n1,\xff\n')
+  with pytest.raises(run_folder.RunFolderError, match='not a readable CSV file'):
+    run_folder.read_total(str(path), 'loss')
+
+
 def test_metrics_without_flops_and_with_a_gap(tmp_path):
   run = run_folder.load_run(str(_write_run(
       tmp_path / 'a', 'round,bytes_down,bytes_up\n1,1,2\n2,3,4\n3,5,6\n')))

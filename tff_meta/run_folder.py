@@ -209,14 +209,39 @@ def read_metrics(folder: str):
   return cum_bytes, cum_flops
 
 
+def _csv_rows(path: str) -> List[Tuple[int, Dict[str, Any]]]:
+  """(line, row) of a CSV file with a header; RunFolderError if it cannot be read as one."""
+  try:
+    with open(path, newline='', encoding='utf-8') as f:
+      reader = csv.DictReader(f)
+      rows = [(reader.line_num, row) for row in reader]
+  except (csv.Error, UnicodeDecodeError) as e:
+    raise RunFolderError(f'{path} is not a readable CSV file ({e}); restore it from the run '
+                         'or rerun it') from None
+  for line, row in rows:
+    if None in row or None in row.values():   # more cells than the header, or fewer
+      raise RunFolderError(f'{path}, line {line}: has a different number of cells than the '
+                           'header (a damaged row); restore the file from the run or rerun it')
+  return rows
+
+
+def _not_a_number(path: str, line: int) -> RunFolderError:
+  return RunFolderError(f'{path}, line {line}: holds a value that is not a number (a damaged '
+                        'row); restore the file from the run or rerun it')
+
+
 def read_history(path: str) -> List[Dict[str, float]]:
   """The rows of an eval.csv or a curve.csv (all sessions of a resumed run), as floats; empty
-  cells left out; [] without the file."""
+  cells left out; [] without the file. A damaged file raises RunFolderError."""
   if not os.path.exists(path):
     return []
-  with open(path, newline='') as f:
-    return [{k: float(v) for k, v in row.items() if v not in ('', None)}
-            for row in csv.DictReader(f)]
+  rows = []
+  for line, row in _csv_rows(path):
+    try:
+      rows.append({k: float(v) for k, v in row.items() if v not in ('', None)})
+    except ValueError:
+      raise _not_a_number(path, line) from None
+  return rows
 
 
 def read_by_key(path: str, key: str, column: str) -> Dict[int, float]:
@@ -224,16 +249,26 @@ def read_by_key(path: str, key: str, column: str) -> Dict[int, float]:
 
   After a resume the rounds (episodes) after the checkpoint are run again, so a
   key may repeat: its last row wins, as in `read_metrics`. A key whose last row
-  leaves `column` empty is left out, and so are rows without a key.
+  leaves `column` empty is left out, and so are rows without a key. A damaged
+  file raises RunFolderError.
   """
   if not os.path.exists(path):
     return {}
-  last: Dict[int, str] = {}
-  with open(path, newline='') as f:
-    for row in csv.DictReader(f):
-      if row.get(key) not in (None, ''):
-        last[int(float(row[key]))] = row.get(column)
-  return {k: float(v) for k, v in last.items() if v not in (None, '')}
+  last: Dict[int, Tuple[int, Any]] = {}
+  for line, row in _csv_rows(path):
+    if row.get(key) not in (None, ''):
+      try:
+        last[int(float(row[key]))] = (line, row.get(column))
+      except (TypeError, ValueError):
+        raise _not_a_number(path, line) from None
+  out = {}
+  for k, (line, v) in last.items():
+    if v not in (None, ''):
+      try:
+        out[k] = float(v)
+      except (TypeError, ValueError):
+        raise _not_a_number(path, line) from None
+  return out
 
 
 def read_total(path: str, column: str) -> float:

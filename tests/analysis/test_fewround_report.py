@@ -199,3 +199,17 @@ def test_program_errors_are_one_line(tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.strip().startswith('error:') and message in proc.stderr
     assert 'Traceback' not in proc.stderr
+
+
+@pytest.mark.parametrize('rows, message', [
+    ('1,0.5\n2,abc\n', 'line 3: holds a value that is not a number'),
+    ('1,0.5\n2,0.4,9\n', 'line 3: has a different number of cells than the header'),
+])
+def test_program_names_a_damaged_metrics_file(runs, tmp_path, rows, message):
+  folder = runs / 'frl' / 'seed0' / 'frl_distance_gpal'
+  folder.mkdir()
+  (folder / run_folder.METRICS_FILE).write_text('episode,query_accuracy\n' + rows)
+  proc = _program(f'--runs={runs}', f'--output_dir={tmp_path / "out"}')
+  assert proc.returncode == 1 and 'Traceback' not in proc.stderr
+  assert proc.stderr.strip().startswith('error:') and len(proc.stderr.strip().splitlines()) == 1
+  assert f'{folder / run_folder.METRICS_FILE}, {message}' in proc.stderr

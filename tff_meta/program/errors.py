@@ -14,11 +14,12 @@ from tff_meta.program.client_states import ClientStateError
 from tff_meta.program.config import ConfigError
 from tff_meta.program.training_loop import TrainingDivergedError
 from tff_meta.registry import UnknownNameError
+from tff_meta.run_folder import RunFolderError
 from tff_meta.runtime.pool import WORKER_LOST_EXIT_CODE, WorkerLostError, WorkerUnavailableError
 
 USER_ERRORS = (ConfigError, DataError, UnknownNameError, CheckpointError,
                IncompatibleCheckpointError, ClientStateError, TrainingDivergedError,
-               WorkerUnavailableError)
+               WorkerUnavailableError, RunFolderError)
 
 
 def exit_code(error: BaseException) -> int:
