@@ -64,3 +64,11 @@ def test_rows_accumulate_and_describe_a_resumed_run(tmp_path, monkeypatch):
                                          'bbbbbbbbbbbb+dirty (after round 1350)')
   provenance.record(folder)   # a program that does not know its start
   assert provenance.read(folder)[-1]['start'] == ''
+
+
+@pytest.mark.parametrize('content', [b'\xff\xfe\x00', b'', b'time,code_version,start,command\n'])
+def test_a_damaged_provenance_file_is_not_called_unrecorded(tmp_path, content):
+  (tmp_path / provenance.PROVENANCE_FILE).write_bytes(content)
+  assert provenance.read(str(tmp_path)) == []
+  assert provenance.describe(str(tmp_path)) == (
+      f'code unknown ({provenance.PROVENANCE_FILE} has no readable row)')

@@ -81,9 +81,12 @@ def read(folder: str) -> List[Dict[str, str]]:
 
 def describe(folder: str) -> str:
   """'code 501558b9a1c2', or 'code a (from the start), b (after round 750)' for a run resumed
-  by newer code; 'code not recorded' for a folder without provenance.csv."""
+  by newer code; 'code not recorded' for a folder without provenance.csv, and 'code unknown'
+  when the file is there but holds no readable row (damaged: the report says so)."""
   rows = read(folder)
   if not rows:
+    if os.path.exists(os.path.join(folder, PROVENANCE_FILE)):
+      return f'code unknown ({PROVENANCE_FILE} has no readable row)'
     return 'code not recorded'
   first: Dict[str, str] = {}
   for row in rows:
