@@ -31,7 +31,7 @@ import dataclasses
 import json
 import os
 import tomllib
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -209,25 +209,43 @@ def read_metrics(folder: str):
   return cum_bytes, cum_flops
 
 
-def _csv_rows(path: str) -> List[Tuple[int, Dict[str, Any]]]:
-  """(line, row) of a CSV file with a header; RunFolderError if it cannot be read as one."""
+def short_error(error: BaseException) -> str:
+  """An exception as one short line for a user's error message: its type and up to 120 chars."""
+  text = ' '.join(str(error).split())
+  return f'{type(error).__name__}: {text[:120]}{"..." if len(text) > 120 else ""}'
+
+
+_RESTORE = 'restore the file from the run or rerun it'   # the readers' fix for a damaged file
+
+
+def csv_rows(path: str, error: Callable[[str], Exception] = RunFolderError,
+             fix: str = _RESTORE) -> Tuple[List[str], List[Tuple[int, Dict[str, Any]]]]:
+  """The header and the (line, row) pairs of a CSV file with a header.
+
+  A file that is not UTF-8 CSV, or a row with more or fewer cells than the
+  header, raises `error(message)`; the message names the file (and line) and
+  ends with `fix`. The run-file readers below use it with RunFolderError, and
+  `program/checkpoints.check_csv`, which checks a file before a run appends to
+  it, with its CheckpointError and a fix for a resuming run.
+  """
   try:
     with open(path, newline='', encoding='utf-8') as f:
       reader = csv.DictReader(f)
       rows = [(reader.line_num, row) for row in reader]
+      fields = list(reader.fieldnames or [])
   except (csv.Error, UnicodeDecodeError) as e:
-    raise RunFolderError(f'{path} is not a readable CSV file ({e}); restore it from the run '
-                         'or rerun it') from None
+    raise error(f'{path} is not a readable CSV file ({short_error(e)}); {fix}') from None
   for line, row in rows:
     if None in row or None in row.values():   # more cells than the header, or fewer
-      raise RunFolderError(f'{path}, line {line}: has a different number of cells than the '
-                           'header (a damaged row); restore the file from the run or rerun it')
-  return rows
+      raise error(f'{path}, line {line}: has a different number of cells than the header (a '
+                  f'damaged row); {fix}')
+  return fields, rows
 
 
-def _not_a_number(path: str, line: int) -> RunFolderError:
-  return RunFolderError(f'{path}, line {line}: holds a value that is not a number (a damaged '
-                        'row); restore the file from the run or rerun it')
+def not_a_number(path: str, line: int, error: Callable[[str], Exception] = RunFolderError,
+                 fix: str = _RESTORE) -> Exception:
+  """The error for a cell of `path`'s `line` that should be a number (see `csv_rows`)."""
+  return error(f'{path}, line {line}: holds a value that is not a number (a damaged row); {fix}')
 
 
 def read_history(path: str) -> List[Dict[str, float]]:
@@ -236,11 +254,11 @@ def read_history(path: str) -> List[Dict[str, float]]:
   if not os.path.exists(path):
     return []
   rows = []
-  for line, row in _csv_rows(path):
+  for line, row in csv_rows(path)[1]:
     try:
       rows.append({k: float(v) for k, v in row.items() if v not in ('', None)})
     except ValueError:
-      raise _not_a_number(path, line) from None
+      raise not_a_number(path, line) from None
   return rows
 
 
@@ -255,19 +273,19 @@ def read_by_key(path: str, key: str, column: str) -> Dict[int, float]:
   if not os.path.exists(path):
     return {}
   last: Dict[int, Tuple[int, Any]] = {}
-  for line, row in _csv_rows(path):
+  for line, row in csv_rows(path)[1]:
     if row.get(key) not in (None, ''):
       try:
         last[int(float(row[key]))] = (line, row.get(column))
       except (TypeError, ValueError):
-        raise _not_a_number(path, line) from None
+        raise not_a_number(path, line) from None
   out = {}
   for k, (line, v) in last.items():
     if v not in (None, ''):
       try:
         out[k] = float(v)
       except (TypeError, ValueError):
-        raise _not_a_number(path, line) from None
+        raise not_a_number(path, line) from None
   return out
 
 

@@ -17,7 +17,6 @@ each case:
 
 from __future__ import annotations
 
-import csv
 import os
 import tomllib
 from typing import Any, Mapping, Optional, Sequence, Tuple
@@ -27,6 +26,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.program import file_utils
 
+from tff_meta import run_folder
 from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE
 
 
@@ -36,11 +36,6 @@ class CheckpointError(RuntimeError):
 
 class IncompatibleCheckpointError(RuntimeError):
   """A checkpoint of a different algorithm, model or optimizer."""
-
-
-def _short(error: BaseException) -> str:
-  text = ' '.join(str(error).split())
-  return f'{type(error).__name__}: {text[:120]}{"..." if len(text) > 120 else ""}'
 
 
 def _leaf_signature(value) -> Tuple[Tuple[int, ...], str]:
@@ -76,14 +71,14 @@ async def load_latest(manager: tff.program.FileProgramStateManager, root: str, i
     await file_utils.read_saved_model(path)
   except Exception as e:  # pylint: disable=broad-except  # TF raises many types on damaged files
     raise CheckpointError(f'The checkpoint {path} cannot be read: it is truncated, emptied or '
-                          f'not a TFF checkpoint ({_short(e)}). {fix}') from None
+                          f'not a TFF checkpoint ({run_folder.short_error(e)}). {fix}') from None
   mismatch = (f'The checkpoint {path} does not match {what} with this configuration '
               '(different algorithm, model or optimizer?)')
   start_over = f'Use a new --output_dir, or delete {root} to start over.'
   try:
     state = await manager.load(latest, initial)
   except (ValueError, TypeError) as e:
-    raise IncompatibleCheckpointError(f'{mismatch}: {_short(e)}. {start_over}') from None
+    raise IncompatibleCheckpointError(f'{mismatch}: {run_folder.short_error(e)}. {start_over}') from None
   try:
     got = [_leaf_signature(v) for v in tf.nest.flatten(state)]
     want = [_leaf_signature(v) for v in tf.nest.flatten(initial)]
@@ -121,7 +116,7 @@ def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
   except (OSError, ValueError) as e:   # TOMLDecodeError and UnicodeDecodeError are ValueErrors
     raise CheckpointError(
         f'{saved_path} (the config of the checkpointed run in {output_dir}) cannot be read '
-        f'({_short(e)}); use a new --output_dir, or delete {output_dir} to start over.') from None
+        f'({run_folder.short_error(e)}); use a new --output_dir, or delete {output_dir} to start over.') from None
   saved = {(renamed or {}).get(k, k): v for k, v in saved.items()}
   differ = [k for k in keys if k in saved and saved[k] != current.get(k)]
   if differ:
@@ -144,24 +139,15 @@ def check_csv(path: str, key: str, allow_blank: bool = True) -> None:
     return
   folder = os.path.dirname(path) or '.'
   fix = (f'delete it and {os.path.join(folder, CHECKPOINTS_DIR)} to start over, or use a new '
-         '--output_dir')
-  try:
-    with open(path, newline='', encoding='utf-8') as f:
-      reader = csv.DictReader(f)
-      if key not in (reader.fieldnames or []):
-        raise CheckpointError(f'{path} has no {key!r} column (it is not this program\'s metric '
-                              f'file, or it was damaged); {fix}.')
-      for row in reader:
-        line = reader.line_num
-        if None in row or None in row.values():
-          raise CheckpointError(f'{path}, line {line}: has a different number of fields than '
-                                f'the header (a damaged row); {fix}.')
-        try:
-          for name, value in row.items():
-            if value != '' or name == key or not allow_blank:
-              float(value)
-        except ValueError:
-          raise CheckpointError(f'{path}, line {line}: holds a value that is not a number '
-                                f'(a damaged row); {fix}.') from None
-  except (UnicodeDecodeError, csv.Error) as e:
-    raise CheckpointError(f'{path} is not a readable CSV file ({_short(e)}); {fix}.') from None
+         '--output_dir.')
+  fields, rows = run_folder.csv_rows(path, CheckpointError, fix)
+  if key not in fields:
+    raise CheckpointError(f'{path} has no {key!r} column (it is not this program\'s metric '
+                          f'file, or it was damaged); {fix}')
+  for line, row in rows:
+    try:
+      for name, value in row.items():
+        if value != '' or name == key or not allow_blank:
+          float(value)
+    except ValueError:
+      raise run_folder.not_a_number(path, line, CheckpointError, fix) from None
