@@ -330,3 +330,61 @@ def test_variants_of_a_cell_are_scored_into_folders_of_their_own(tmp_path):
       'out/table2_femnist_p20_maml', 'out_p20_uniform/table2_femnist_p20_maml_uniform',
       'out_p90/table2_femnist_p90_metasgd',
       'out_p90_resampled/table2_femnist_p90_metasgd_resampled'}
+
+
+def test_long_run_pauses_unfinished_cells_and_resumes_them_on_another_machine(tmp_path):
+  out, dest = tmp_path / 'out', tmp_path / 'paused'
+  files = {'noniid/frl/seed1/config.toml': 'episodes = 1000\n',
+           'noniid/frl/seed1/provenance.csv': 'time\n',
+           'noniid/frl/seed1/tff_worker_123.log': '',
+           'noniid/frl/seed1/frl_distance_gpal/metrics.csv': 'episode\n1\n',
+           'noniid/frl/seed1/frl_distance_gpal/tensorboard/events': 'x',
+           'noniid/baselines/seed1/config.toml': 'episodes = 1000\n',
+           'noniid/baselines/seed1/pretrain/metrics.csv': 'round\n1\n',
+           'frl/seed0/config.toml': 'episodes = 1000\n',          # finished: not paused
+           'frl/seed0/DONE': ''}
+  for state, stage in ((50, 'noniid/frl/seed1/frl_distance_gpal'), (100, 'noniid/frl/seed1/'
+                       'frl_distance_gpal'), (250, 'noniid/baselines/seed1/pretrain'),
+                       (1000, 'noniid/baselines/seed1/pretrain')):
+    files[f'{stage}/checkpoints/program_state_{state}/saved_model.pb'] = str(state)
+  files['noniid/baselines/seed1/pretrain/checkpoints/program_state_1050_temp1/x'] = ''
+  for name, text in files.items():
+    (out / name).parent.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(text)
+  (out / 'noniid/frl/seed1.lock').mkdir()
+  script = os.path.join(ROOT, 'configs/fewround/long_run.sh')
+  env = {**os.environ, 'PY': 'echo', 'NICE': '0', 'SEEDS': '1', 'SKIP_COMMITTED': '0'}
+  proc = subprocess.run(['bash', script, 'pause', str(dest)], capture_output=True, text=True,
+                        timeout=60, cwd=tmp_path, env={**env, 'OUT': str(out)}, check=True)
+  assert proc.stdout.count('paused ') == 2, proc.stdout
+  kept = sorted(str(p.relative_to(dest)) for p in dest.rglob('*') if p.is_file())
+  assert kept == sorted([
+      'noniid/baselines/seed1/config.toml', 'noniid/baselines/seed1/pretrain/metrics.csv',
+      'noniid/baselines/seed1/pretrain/checkpoints/program_state_1000/saved_model.pb',
+      'noniid/frl/seed1/config.toml', 'noniid/frl/seed1/provenance.csv',
+      'noniid/frl/seed1/frl_distance_gpal/metrics.csv',
+      'noniid/frl/seed1/frl_distance_gpal/checkpoints/program_state_100/saved_model.pb'])
+  assert subprocess.run(['bash', script, 'pause'], capture_output=True, text=True, cwd=tmp_path,
+                        env={**env, 'OUT': str(out)}).returncode == 2   # no destination
+
+  new = tmp_path / 'new_machine'   # an empty OUT, the paused copies committed
+  (new / 'noniid/frl_tau_pr/seed1').mkdir(parents=True)   # a cell OUT has begun: left alone
+  (new / 'noniid/frl_tau_pr/seed1/config.toml').write_text('episodes = 1000\n')
+  (dest / 'noniid/frl_tau_pr/seed1').mkdir(parents=True)
+  (dest / 'noniid/frl_tau_pr/seed1/config.toml').write_text('episodes = 1000\nstale\n')
+  proc = subprocess.run(['bash', script], capture_output=True, text=True, timeout=60,
+                        cwd=tmp_path, env={**env, 'OUT': str(new), 'PAUSED_RUNS': str(dest)},
+                        check=True)
+  resumed = [line for line in proc.stdout.splitlines() if line.startswith('resume ')]
+  assert resumed == [f'resume {new}/noniid/{cell}/seed1 from its copy in {dest}'
+                     for cell in ('baselines', 'frl')]
+  assert (new / 'noniid/frl/seed1/frl_distance_gpal/checkpoints/program_state_100/'
+          'saved_model.pb').read_text() == '100'
+  assert 'stale' not in (new / 'noniid/frl_tau_pr/seed1/config.toml').read_text()
+  ran = [_flags(shlex.split(line))['output_dir'] for line in proc.stdout.splitlines()
+         if line.startswith('-m ')]
+  assert f'{new}/noniid/frl/seed1' in ran   # and the queue runs it, resuming from there
+  proc = subprocess.run(['bash', script], capture_output=True, text=True, timeout=60,
+                        cwd=tmp_path, env={**env, 'OUT': str(tmp_path / 'other'), 'EPISODES':
+                                           '2000', 'PAUSED_RUNS': str(dest)}, check=True)
+  assert 'resume ' not in proc.stdout   # a copy at another length is another experiment

@@ -83,12 +83,51 @@ lock() {   # lock <folder>: takes the cell's lock, or fails while a live queue h
   echo $$ > "$1.lock/pid"
 }
 
+# Unfinished cells survive a replaced machine the same way: `long_run.sh pause <dest>` copies
+# every unfinished cell of OUT (its config, provenance, metrics and the newest checkpoint of each
+# stage; no TensorBoard events, worker logs or locks) to <dest>/<the folder below OUT>, to be
+# committed; a later queue with PAUSED_RUNS=<dest> (space-separated folders) copies a paused cell
+# into OUT when OUT has none of it, at this length, and resumes it from that checkpoint.
+PAUSED_RUNS=${PAUSED_RUNS:-}
+paused() {   # paused <folder>: prints the root that holds a paused copy of it at this length
+  local root saved
+  [ -z "$EXTRA" ] || return 1
+  for root in $PAUSED_RUNS; do
+    saved="$root/${1#"$OUT"/}"
+    if [ ! -f "$saved/results.json" ] && grep -qx "episodes = $EPISODES" "$saved/config.toml" 2>/dev/null; then
+      echo "$root"; return 0
+    fi
+  done
+  return 1
+}
+pause() {   # pause <dest>: the unfinished cells of OUT, resumable, under <dest>
+  local dest=$1 folder copy state
+  [ -n "$dest" ] || { echo "error: pause needs a destination folder: long_run.sh pause <dest>" >&2; exit 2; }
+  find "$OUT" -name config.toml -not -path '*/pretrain/*' 2>/dev/null | sort | while read -r config; do
+    folder=$(dirname "$config")
+    [ -f "$folder/DONE" ] || [ -f "$folder/results.json" ] && continue
+    copy="$dest/${folder#"$OUT"/}"
+    rm -rf "$copy" && mkdir -p "$copy" && cp -rp "$folder/." "$copy/" || exit 1
+    find "$copy" \( -name tensorboard -o -name '*.lock' -o -name 'tff_worker_*.log' -o -name '*_temp*' \) \
+      -prune -exec rm -rf {} +
+    find "$copy" -type d -name checkpoints | while read -r state; do   # the newest checkpoint only
+      ls "$state" | grep -E '^program_state_[0-9]+$' | sort -t_ -k3 -n | head -n -1 |
+        while read -r old; do rm -rf "${state:?}/$old"; done
+    done
+    echo "paused $folder -> $copy"
+  done
+}
+if [ "${1:-}" = pause ]; then pause "${2:-}"; exit 0; fi
+
 cell() {   # cell <folder> <flags...>: runs unless finished or running; resumes otherwise
   local folder=$1; shift
   if [ -f "$folder/DONE" ]; then echo "skip $folder (DONE)"; return 0; fi
   local root
   if root=$(committed "$folder"); then echo "skip $folder (committed in $root)"; return 0; fi
   if ! lock "$folder"; then echo "skip $folder (running in another queue)"; return 0; fi
+  if [ ! -f "$folder/config.toml" ] && root=$(paused "$folder"); then
+    mkdir -p "$folder" && cp -r "$root/${folder#"$OUT"/}/." "$folder/" && echo "resume $folder from its copy in $root"
+  fi
   echo "$(date -u +%FT%TZ) start $folder"
   $RUN --output_dir="$folder" "$@"
   local status=$?
