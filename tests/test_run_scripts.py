@@ -145,13 +145,15 @@ def test_long_run_skips_the_cells_committed_under_any_committed_root(tmp_path):
     (root / cell).mkdir(parents=True)
     (root / cell / 'results.json').write_text('{}')
     (root / cell / 'config.toml').write_text(f'episodes = {episodes}\n')
+  (roots[0] / 'personalized/seed0').mkdir(parents=True)   # unfinished (paused): not skipped
+  (roots[0] / 'personalized/seed0/config.toml').write_text('episodes = 1000\n')
   out = tmp_path / 'out'
 
   def folders(**env):
     return [os.path.relpath(_flags(c[2:])['output_dir'], out) for c in _dry_run(
         'configs/fewround/long_run.sh', tmp_path, OUT=str(out), SEEDS='0 1', **env)]
   every = folders(SKIP_COMMITTED='0')
-  assert {'frl/seed0', 'baselines/seed1', 'frl_tau/seed1'} <= set(every)
+  assert {'frl/seed0', 'baselines/seed1', 'frl_tau/seed1', 'personalized/seed0'} <= set(every)
   skipped = folders(COMMITTED_RUNS=f'{roots[0]} {roots[1]}')
   assert skipped == [f for f in every if f not in ('frl/seed0', 'baselines/seed1')]
   assert folders(COMMITTED_RUNS=str(roots[1])) == [f for f in every if f != 'baselines/seed1']
@@ -372,6 +374,9 @@ def test_long_run_pauses_unfinished_cells_and_resumes_them_on_another_machine(tm
   (new / 'noniid/frl_tau_pr/seed1/config.toml').write_text('episodes = 1000\n')
   (dest / 'noniid/frl_tau_pr/seed1').mkdir(parents=True)
   (dest / 'noniid/frl_tau_pr/seed1/config.toml').write_text('episodes = 1000\nstale\n')
+  (dest / 'noniid/personalized/seed1').mkdir(parents=True)   # a finished copy: not resumed
+  (dest / 'noniid/personalized/seed1/config.toml').write_text('episodes = 1000\n')
+  (dest / 'noniid/personalized/seed1/results.json').write_text('{}')
   proc = subprocess.run(['bash', script], capture_output=True, text=True, timeout=60,
                         cwd=tmp_path, env={**env, 'OUT': str(new), 'PAUSED_RUNS': str(dest)},
                         check=True)

@@ -54,16 +54,21 @@ RUN="nice -n ${NICE:-19} $PY -m programs.few_round --progress=false --data_path=
 # one-version rerun of RESULTS 9 (held at 8cb5d8d) on a new machine:
 #   COMMITTED_RUNS="docs/runs/fewround_8cb5d8d docs/runs/fewround_9a4e0e6" OUT=runs/fewround_8cb5d8d ...
 COMMITTED_RUNS=${COMMITTED_RUNS:-docs/runs/fewround_long}
-committed() {   # committed <folder>: prints the root that holds it
-  local root saved
-  [ "${SKIP_COMMITTED:-1}" = 1 ] && [ -z "$EXTRA" ] || return 1
-  for root in $COMMITTED_RUNS; do
-    saved="$root/${1#"$OUT"/}"
-    if [ -f "$saved/results.json" ] && grep -qx "episodes = $EPISODES" "$saved/config.toml" 2>/dev/null; then
-      echo "$root"; return 0
-    fi
+saved_root() {   # saved_root <folder> <finished|unfinished> <roots>: prints the first root that
+  local folder=$1 state=$2 root saved have   # holds <folder> at this length, with results or without
+  shift 2
+  [ -z "$EXTRA" ] || return 1
+  for root in "$@"; do
+    saved="$root/${folder#"$OUT"/}"
+    grep -qx "episodes = $EPISODES" "$saved/config.toml" 2>/dev/null || continue
+    have=unfinished; [ -f "$saved/results.json" ] && have=finished
+    [ "$have" = "$state" ] && { echo "$root"; return 0; }
   done
   return 1
+}
+committed() {   # committed <folder>: prints the root that holds its results
+  [ "${SKIP_COMMITTED:-1}" = 1 ] || return 1
+  saved_root "$1" finished $COMMITTED_RUNS
 }
 
 # Two or more queues may share one OUT (e.g. one per core, the same SEEDS): a cell runs
@@ -90,15 +95,7 @@ lock() {   # lock <folder>: takes the cell's lock, or fails while a live queue h
 # into OUT when OUT has none of it, at this length, and resumes it from that checkpoint.
 PAUSED_RUNS=${PAUSED_RUNS:-}
 paused() {   # paused <folder>: prints the root that holds a paused copy of it at this length
-  local root saved
-  [ -z "$EXTRA" ] || return 1
-  for root in $PAUSED_RUNS; do
-    saved="$root/${1#"$OUT"/}"
-    if [ ! -f "$saved/results.json" ] && grep -qx "episodes = $EPISODES" "$saved/config.toml" 2>/dev/null; then
-      echo "$root"; return 0
-    fi
-  done
-  return 1
+  saved_root "$1" unfinished $PAUSED_RUNS
 }
 pause() {   # pause <dest>: the unfinished cells of OUT, resumable, under <dest>
   local dest=$1 folder copy state

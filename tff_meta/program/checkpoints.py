@@ -78,7 +78,8 @@ async def load_latest(manager: tff.program.FileProgramStateManager, root: str, i
   try:
     state = await manager.load(latest, initial)
   except (ValueError, TypeError) as e:
-    raise IncompatibleCheckpointError(f'{mismatch}: {run_folder.short_error(e)}. {start_over}') from None
+    raise IncompatibleCheckpointError(
+        f'{mismatch}: {run_folder.short_error(e)}. {start_over}') from None
   try:
     got = [_leaf_signature(v) for v in tf.nest.flatten(state)]
     want = [_leaf_signature(v) for v in tf.nest.flatten(initial)]
@@ -116,7 +117,8 @@ def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
   except (OSError, ValueError) as e:   # TOMLDecodeError and UnicodeDecodeError are ValueErrors
     raise CheckpointError(
         f'{saved_path} (the config of the checkpointed run in {output_dir}) cannot be read '
-        f'({run_folder.short_error(e)}); use a new --output_dir, or delete {output_dir} to start over.') from None
+        f'({run_folder.short_error(e)}); use a new --output_dir, or delete {output_dir} '
+        'to start over.') from None
   saved = {(renamed or {}).get(k, k): v for k, v in saved.items()}
   differ = [k for k in keys if k in saved and saved[k] != current.get(k)]
   if differ:
