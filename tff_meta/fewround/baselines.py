@@ -44,6 +44,7 @@ class Context:
   progress: bool = False
   cache: Dict[str, Any] = dataclasses.field(default_factory=dict)   # work shared by methods
   out: Optional[str] = None    # the run folder: checkpoints and metrics in <out>/<stage>/
+  rounds: Dict[Any, Any] = dataclasses.field(default_factory=dict, repr=False)   # traced rounds
 
   def run_dir(self, stage: str) -> Optional[str]:
     """Where a preparing stage keeps its checkpoints, metrics.csv and tensorboard."""
@@ -58,6 +59,22 @@ class Context:
                                  ways or self.cfg.ways, seed=self.cfg.seed,
                                  **self.cfg.model_options)
 
+  def round_computations(self, model: FewRoundModel, hp: process_lib.FewRoundHparams):
+    """`process.build_round(model, hp, spec)`, traced once in this context per model structure
+    and hparams.
+
+    The computations read a model's structure only (its backbone object, classifier, class
+    slots and weight shapes; the weights are their arguments), so a meta-trained method's
+    training, checkpoint selection and test share one trace, as do the fine-tuning baselines'
+    head-replaced models. The same computation objects also let the worker reuse what it
+    compiled for them.
+    """
+    key = (id(model.backbone), model.classifier_name, model.ways,
+           tuple(w.shape for w in model.initial_weights), repr(hp))
+    if key not in self.rounds:   # the backbone is kept with the entry, so its id stays its own
+      self.rounds[key] = (model.backbone, process_lib.build_round(model, hp, self.spec))
+    return self.rounds[key][1]
+
   def episode(self, part: str, stream: int, i: int) -> list:
     cfg = self.cfg
     return tasks.episode(self.data, part, cfg.n_way_arg, cfg.examples_per_class,
@@ -69,7 +86,7 @@ class Context:
 
   def validation_accuracy(self, computations, weights) -> float:
     """Mean accuracy at R = rounds over `select_episodes` validation-class episodes, with the
-    round computations of `process.build_round` (built once per stage by the caller)."""
+    round computations of `process.build_round` (`round_computations`)."""
     cfg = self.cfg
     summaries = deploy.test_episodes(
         computations, weights,
@@ -106,7 +123,8 @@ class Prepared:
 
 def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name) -> Prepared:
   """Meta-trains `model` (checkpointed in <out>/<name>/, resumed from there)."""
-  process = process_lib.build_meta_training(model, train_hp, ctx.spec)
+  process = process_lib.build_meta_training(model, train_hp, ctx.spec,
+                                            ctx.round_computations(model, train_hp))
   phi, history = training.meta_train(
       process, lambda e: ctx.episode('train', TRAIN_STREAM, e), ctx.cfg.episodes,
       ctx.progress, desc=name, run_dir=ctx.run_dir(name),
@@ -115,12 +133,9 @@ def _meta_trained(ctx: Context, model: FewRoundModel, train_hp, deploy_hp, name)
   info = {'train_query_accuracy_last10pct': float(np.mean(tail)),
           'communication_rounds': ctx.budget_rounds}
   as_numpy = lambda state: [np.asarray(w) for w in state['phi']]
-  computations = []   # the deployment's round, built for the first candidate only
 
-  def score(state):
-    if not computations:
-      computations.append(process_lib.build_round(model, deploy_hp, ctx.spec))
-    return ctx.validation_accuracy(computations[0], as_numpy(state))
+  def score(state):   # with the deployment's round
+    return ctx.validation_accuracy(ctx.round_computations(model, deploy_hp), as_numpy(state))
 
   state, chosen = ctx.selected(name, process.initialize, 'episode', ctx.cfg.select_every,
                                ctx.cfg.episodes, score)
@@ -205,17 +220,14 @@ def _pretrained(ctx: Context):
                                               cfg.num_clients, cfg.iid,
                                               (cfg.seed, PRETRAIN_STREAM, r))
     weights = training.federated_pretrain(
-        process_lib.build_round(pre_model, cfg.hparams(gamma=0.0, zero_head=False), ctx.spec),
+        ctx.round_computations(pre_model, cfg.hparams(gamma=0.0, zero_head=False)),
         pre_model.initial_weights, sample, ctx.budget_rounds, ctx.progress,
         run_dir=ctx.run_dir(PRETRAIN_DIR), checkpoint_every=cfg.checkpoint_every)
 
-    computations = []   # fine-tuning's round: one model structure for every candidate
-
-    def score(theta):
+    def score(theta):   # fine-tuning's round: one model structure for every candidate
       model, hp = _head_replaced(ctx, pre_model, [np.asarray(w) for w in theta])
-      if not computations:
-        computations.append(process_lib.build_round(model, hp, ctx.spec))
-      return ctx.validation_accuracy(computations[0], list(model.initial_weights))
+      return ctx.validation_accuracy(ctx.round_computations(model, hp),
+                                     list(model.initial_weights))
 
     chosen, info = ctx.selected(PRETRAIN_DIR, lambda: list(pre_model.initial_weights), 'round',
                                 cfg.select_every * (cfg.rounds + 1), ctx.budget_rounds, score)

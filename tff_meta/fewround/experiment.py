@@ -139,7 +139,7 @@ def run(cfg, data, pool, progress: bool, out: str):
       os.makedirs(os.path.dirname(progress_file), exist_ok=True)
       with pool.watch(f'method {name}'):
         prepared = baselines.METHODS.get(name)(ctx)
-        computations = process.build_round(prepared.model, prepared.hparams, ctx.spec)
+        computations = ctx.round_computations(prepared.model, prepared.hparams)
         summaries = deploy.test_episodes(
             computations, prepared.weights,
             lambda i: ctx.episode(cfg.eval_part, baselines.TEST_STREAM, i), cfg.test_episodes,

@@ -325,16 +325,21 @@ def build_recompute(model: FewRoundModel, round_type, data_type):
   return recompute
 
 
-def build_meta_training(model: FewRoundModel, hp: FewRoundHparams,
-                        client_data_spec: Mapping) -> tff.templates.IterativeProcess:
-  """The FRL meta-training process (one `next` = one episode of 1 + R rounds)."""
+def build_meta_training(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Mapping,
+                        round_computations=None) -> tff.templates.IterativeProcess:
+  """The FRL meta-training process (one `next` = one episode of 1 + R rounds).
+
+  `round_computations`: `build_round(model, hp, client_data_spec)` when the caller traced it
+  already (`baselines.Context.round_computations`: the test reuses the same trace).
+  """
   num_head = len(model.initial_weights) - model.num_backbone
   optimizer = step_scale.scaled(OPTIMIZERS.get(hp.meta_optimizer)(hp.meta_lr),
                                 [1.0] * model.num_backbone + [hp.head_meta_lr_scale] * num_head)
   weights_spec = model.weight_specs
   initial = [np.asarray(w, np.float32) for w in model.initial_weights]
   data_type = tff.types.tensorflow_to_type(collections.OrderedDict(client_data_spec))
-  start_weights, round_fn, evaluate = build_round(model, hp, client_data_spec)
+  start_weights, round_fn, evaluate = (round_computations
+                                       or build_round(model, hp, client_data_spec))
 
   @tff.tensorflow.computation
   def server_init():
