@@ -72,3 +72,26 @@ def test_a_damaged_provenance_file_is_not_called_unrecorded(tmp_path, content):
   assert provenance.read(str(tmp_path)) == []
   assert provenance.describe(str(tmp_path)) == (
       f'code unknown ({provenance.PROVENANCE_FILE} has no readable row)')
+
+
+def test_rows_name_the_machine_and_old_files_still_read(tmp_path, monkeypatch):
+  cpuinfo = tmp_path / 'cpuinfo'
+  cpuinfo.write_text('processor\t: 0\nmodel name\t: Test CPU 9000\nflags\t\t: fpu avx2 sse4_2 fma\n'
+                     'processor\t: 1\nmodel name\t: Other CPU\nflags\t\t: fpu\n')
+  text = provenance.machine(str(cpuinfo))
+  assert text.startswith('Test CPU 9000 x') and '; sse4_2 avx2 fma; flags ' in text
+  assert 'tensorflow ' in text
+  other = tmp_path / 'cpuinfo2'
+  other.write_text('model name\t: Test CPU 9000\nflags\t\t: fpu avx2 sse4_2 fma avx512f\n')
+  digest = lambda t: t.split('flags ')[1].split(')')[0]
+  assert digest(provenance.machine(str(other))) != digest(text)   # one more flag, a new hash
+  assert 'no SIMD flags read' in provenance.machine(str(tmp_path / 'missing'))
+  folder = tmp_path / 'run'
+  folder.mkdir()
+  (folder / provenance.PROVENANCE_FILE).write_text(   # written before the machine column
+      'time,code_version,start,command\n2026-01-01T00:00:00Z,aaaaaaaaaaaa,0,train.py\n')
+  monkeypatch.setattr(provenance, 'machine', lambda: 'Test CPU 9000 x2')
+  provenance.record(str(folder), 10)
+  rows = provenance.read(str(folder))
+  assert [r['machine'] for r in rows] == ['', 'Test CPU 9000 x2']
+  assert rows[0]['command'] == 'train.py'

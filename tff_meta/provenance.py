@@ -6,7 +6,9 @@ version. Every program that writes a run folder (training, few-round,
 recommendation) calls `record` when it starts or resumes; the row gives the
 UTC time, the code version (`code_version`), where the run started (the
 checkpointed round it resumed after, 0 for a new run, blank when the program
-does not say) and the command line.
+does not say), the command line and the machine (`machine`: CPU model, count and
+instruction-set flags, and the TensorFlow version; float results can differ in
+their last digits between CPUs with different vector units).
 The reports (`programs.report`, `programs.few_round_report`) list each
 folder's versions, so docs/RESULTS.md can label its numbers with them.
 
@@ -18,8 +20,11 @@ from __future__ import annotations
 import csv
 import datetime
 import functools
+import hashlib
+import importlib.metadata
 import io
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -28,7 +33,7 @@ from typing import Dict, List, Optional
 from tff_meta.program import files
 from tff_meta.run_folder import PROVENANCE_FILE
 
-FIELDS = ('time', 'code_version', 'start', 'command')
+FIELDS = ('time', 'code_version', 'start', 'command', 'machine')
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNKNOWN = 'unknown'   # not a git checkout, or git is missing
 
@@ -52,6 +57,44 @@ def code_version() -> str:
   return head.stdout.strip() + ('+dirty' if dirty else '')
 
 
+# The vector units TensorFlow's CPU kernels choose between; named in `machine()`.
+_SIMD_FLAGS = ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_tile')
+
+
+def _cpuinfo(path: str = '/proc/cpuinfo') -> Dict[str, str]:
+  """The first processor's `model name` and `flags` from /proc/cpuinfo ({} elsewhere)."""
+  out: Dict[str, str] = {}
+  try:
+    with open(path, encoding='utf-8', errors='replace') as f:
+      for line in f:
+        key, _, value = line.partition(':')
+        key = key.strip()
+        if key in ('model name', 'flags') and key not in out:
+          out[key] = value.strip()
+        if len(out) == 2:
+          break
+  except OSError:
+    pass
+  return out
+
+
+@functools.lru_cache(maxsize=None)
+def machine(cpuinfo_path: str = '/proc/cpuinfo') -> str:
+  """One line naming where a run ran, e.g. 'Intel(R) Xeon(R) Processor x2 (x86_64; avx avx2
+  fma avx512f; flags 3f2a9c1e); tensorflow 2.14.1'. The hash covers every CPU flag, so two
+  rows with the same hash ran on the same instruction set."""
+  info = _cpuinfo(cpuinfo_path)
+  flags = info.get('flags', '').split()
+  cpu = f'{info.get("model name") or platform.processor() or UNKNOWN} x{os.cpu_count() or "?"}'
+  simd = ' '.join(f for f in _SIMD_FLAGS if f in flags)
+  digest = hashlib.sha1(' '.join(sorted(flags)).encode()).hexdigest()[:8] if flags else UNKNOWN
+  try:
+    tf = 'tensorflow ' + importlib.metadata.version('tensorflow')
+  except importlib.metadata.PackageNotFoundError:
+    tf = 'tensorflow not installed'
+  return f'{cpu} ({platform.machine() or UNKNOWN}; {simd or "no SIMD flags read"}; flags {digest}); {tf}'
+
+
 def record(folder: str, start: Optional[int] = None) -> None:
   """Appends this start's row to <folder>/provenance.csv (rewritten atomically: a stop
   mid-write leaves the previous rows)."""
@@ -59,7 +102,8 @@ def record(folder: str, start: Optional[int] = None) -> None:
   rows.append({'time': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ'),
                'code_version': code_version(),
                'start': '' if start is None else str(start),
-               'command': shlex.join([os.path.basename(sys.argv[0])] + sys.argv[1:])})
+               'command': shlex.join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
+               'machine': machine()})
   out = io.StringIO()
   writer = csv.DictWriter(out, FIELDS, lineterminator='\n')
   writer.writeheader()
