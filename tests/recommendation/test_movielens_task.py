@@ -95,6 +95,11 @@ def test_table_names_the_methods_that_lose_to_the_bias_baseline():
   table = movielens_task.format_table([('80% Support', [row('Bias baseline', 0.95),
                                                         row('MAML', 0.93)])])
   assert "80% Support: every other method's RMSE is below the Bias baseline (0.9500)" in table
+  table = movielens_task.format_table([('80% Support', [
+      row('NN(pre-trained)', 1.0), row('MAML', 0.93), row('MAML(pre-trained start)', 0.9)])])
+  assert '| 80% Support | Improvement (MAML vs NN(pre-trained)) | 7.00% | 0.00% |' in table
+  assert ('| 80% Support | Improvement (MAML(pre-trained start) vs NN(pre-trained)) | 10.00% |'
+          in table)
 
 
 def test_bias_start_takes_the_training_users_item_biases(folder):

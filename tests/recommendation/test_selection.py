@@ -3,6 +3,7 @@ lowest validation RMSE, a resumed run keeps the best-so-far, and test users neve
 
 import csv
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -113,6 +114,29 @@ def test_test_users_never_choose_and_the_kept_parameters_are_scored(folder, tmp_
                 data, False)
   assert stopped.metrics == pytest.approx(result.metrics)
   assert stopped.selected_episode is None and 'selected_episode' not in stopped.row()
+
+
+def test_maml_from_the_pretrained_start_starts_at_nn_pretrained_kept_network(folder, tmp_path,
+                                                                          tff_context):
+  """MAML(pre-trained start): its episode 0 is NN(pre-trained)'s kept network (not its last,
+  not the shared start), scored the same on the validation users; NN(pre-trained) ran once."""
+  cfg = _cfg(folder, tmp_path, episodes=6, eval_every=2, checkpoint_every=3, pretrain_lr=0.05)
+  data = movielens_task.prepare(cfg)
+  nn = movielens_task.nn_pretrained(cfg, data, False)
+  nn_curve = _curve_csv(tmp_path / 'nn_pretrained' / 'curve.csv')
+  assert 0 < nn.selected_episode < cfg.episodes   # a kept network that is neither end
+  written = os.stat(tmp_path / 'nn_pretrained' / 'curve.csv').st_mtime_ns
+  result = movielens_task.METHODS.get('maml_pretrained')(cfg, data, False)
+  # Stage 1 resumed from its final checkpoint: no episode ran, no row was written.
+  assert os.stat(tmp_path / 'nn_pretrained' / 'curve.csv').st_mtime_ns == written
+  assert result.method == movielens_task.MAML_PRETRAINED
+  curve = _curve_csv(tmp_path / 'maml_pretrained' / 'curve.csv')
+  kept = next(r for r in nn_curve if r['episode'] == nn.selected_episode)
+  assert curve[0] == pytest.approx({**kept, 'episode': 0.0}, rel=1e-5)
+  assert curve[0]['rmse'] != pytest.approx(nn_curve[0]['rmse'], rel=1e-5)
+  assert curve[0]['rmse'] != pytest.approx(nn_curve[-1]['rmse'], rel=1e-5)
+  assert [r['episode'] for r in curve] == [0, 2, 4, 6]
+  assert result.selected_episode == min(curve, key=lambda r: r['rmse'])['episode']
 
 
 @pytest.mark.parametrize('overrides,match', [

@@ -41,6 +41,9 @@ class MethodResult:
   # The method's metrics on the users the curves score (model selection's validation users),
   # drawn as a horizontal line on Fig. 2 when it is a reference (the bias baseline); not a row.
   curve_reference: Optional[Dict[str, float]] = None
+  # The scored (final or kept) weights of a pre-trained method, for a method that starts from
+  # them (MAML(pre-trained start)); not a row.
+  weights: Optional[List[np.ndarray]] = dataclasses.field(default=None, repr=False)
 
   def row(self) -> 'collections.OrderedDict':
     row = collections.OrderedDict(method=self.method, **self.metrics,
@@ -131,7 +134,8 @@ def pretraining(cfg, *, name: str, display: str, model, trainer: Trainer, episod
                                    lambda s, users: evaluate(s['weights'], users), curve_test,
                                    selection, episodes, show_progress)
   return MethodResult(display, evaluate(state['weights'], test), curve,
-                      model.num_parameters, model.num_parameters, chosen)
+                      model.num_parameters, model.num_parameters, chosen,
+                      weights=[np.asarray(w) for w in state['weights']])
 
 
 def sample_user(num_users: int, cfg, episode: int) -> int:
