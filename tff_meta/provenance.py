@@ -61,7 +61,7 @@ def code_version() -> str:
 _SIMD_FLAGS = ('sse4_2', 'avx', 'avx2', 'fma', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_tile')
 
 
-def _cpuinfo(path: str = '/proc/cpuinfo') -> Dict[str, str]:
+def _cpuinfo(path: str) -> Dict[str, str]:
   """The first processor's `model name` and `flags` from /proc/cpuinfo ({} elsewhere)."""
   out: Dict[str, str] = {}
   try:
