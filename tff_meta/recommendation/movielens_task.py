@@ -8,7 +8,8 @@ Meta-SGD and NN(pre-trained) start it at `cfg.rating_init`, e.g. at the bias
 baseline's mu and item biases, `warm_start`),
 `nn_self`, `nn_pretrained`, `svdpp_self`, `svdpp_global`
 and `bias` (`baselines`; not in the paper: the floor every learned method
-must beat). Metrics: RMSE over all query ratings and Precision@{1,3,10}
+must beat); `maml_pretrained` (not in the paper, not in the configs' list):
+MAML meta-trained from NN(pre-trained)'s kept weights. Metrics: RMSE over all query ratings and Precision@{1,3,10}
 averaged over test users, relevant = rating 5 as in the paper (`metrics`);
 extras, printed in a second, labelled table: Precision@k with relevant =
 rating >= 4 and NDCG@k.
