@@ -151,6 +151,54 @@ def test_a_meta_batch_is_clients_per_episode_distinct_training_users(folder, mon
   assert [b['query_y'].tolist() for b in seen[1]] != [b['query_y'].tolist() for b in seen[2]]
 
 
+def _rows(x, y):
+  """A split's rows as a sorted list, to compare sets of (features, rating) rows."""
+  return sorted(map(tuple, np.column_stack([x, y]).tolist()))
+
+
+def test_per_episode_split_redraws_each_visit_from_the_same_ratings(folder, monkeypatch):
+  """train_split = "per_episode": a training user's ratings are split anew at each visit,
+  seeded by (seed, user, episode), with the fixed split's sizes and none of its rows lost or
+  repeated; "fixed" sends the user's one split every time."""
+  seen = {}
+
+  def fake(cfg, *, train_batch, **kwargs):
+    seen[cfg.train_split] = {e: train_batch(e) for e in range(1, 40)}
+    return methods.MethodResult(kwargs['display'], {})
+
+  monkeypatch.setattr(methods, 'meta_learning', fake)
+  for split in ('fixed', 'per_episode'):
+    cfg = _cfg(folder, train_split=split, train_support_fraction=0.4, seed=2)
+    data = movielens_task.prepare(cfg)
+    movielens_task.METHODS.get('maml')(cfg, data, False)
+  train = data.tasks.train
+  visits = {}
+  for episode, (fixed, drawn) in enumerate(zip(seen['fixed'].values(),
+                                               seen['per_episode'].values()), 1):
+    user = train[methods.sample_user(len(train), cfg, episode)]
+    (f,), (d,) = fixed, drawn
+    assert np.array_equal(f['query_y'], user.query_y)
+    assert np.array_equal(f['support_x'], user.support_x)
+    assert (len(d['support_y']), len(d['query_y'])) == (len(user.support_y), len(user.query_y))
+    assert (_rows(np.concatenate([d['support_x'], d['query_x']]),
+                  np.concatenate([d['support_y'], d['query_y']]))
+            == _rows(user.all_x, user.all_y))
+    s, q = SPLITS.get('random')(len(user.all_y), 0.4, 0.6,
+                                seed=[2, zlib.crc32(user.user.encode()), episode])
+    assert np.array_equal(d['query_x'], user.all_x[q])
+    assert np.array_equal(d['support_y'], user.all_y[s])
+    visits.setdefault(user.user, []).append(_rows(d['query_x'], d['query_y']))
+  again = [v for v in visits.values() if len(v) > 1]
+  assert again and all(v[0] != v[1] for v in again)
+
+
+def test_per_episode_split_needs_random_sampling(folder):
+  with pytest.raises(ConfigError, match='per_episode.*support_sampling = "random"'):
+    _cfg(folder, train_split='per_episode', support_sampling='chronological')
+  with pytest.raises(ConfigError, match='train_split must be one of fixed, per_episode'):
+    _cfg(folder, train_split='always')
+
+
 def test_factor_lr_scale_reaches_the_factor_layer_of_maml_and_nn_pretrained(folder, monkeypatch):
   """factor_lr_scale multiplies the outer step of rating_factor_mlp's E and u only, for MAML
   (server optimizer) and NN(pre-trained) (pre-training optimizer) alike; a bad value is named."""

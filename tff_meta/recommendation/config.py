@@ -24,6 +24,8 @@ RATING_MODELS = ('rating_mlp', 'rating_wide_mlp', 'rating_factor_mlp')
 RATING_INITS = ('keras', 'bias', 'factors')
 # select_on: the kept parameters (movielens_task.SELECTIONS) and evaluate_on: the scored users.
 SELECT_ON = ('last', 'validation_rmse')
+# train_split: the training users' support/query split, drawn once or at every visit.
+TRAIN_SPLITS = ('fixed', 'per_episode')
 EVALUATE_ON = ('test', 'validation')
 
 
@@ -48,6 +50,11 @@ class RecommendConfig:
       0.8, 'Test users: fraction p of their data in the support set ("p Support").')
   train_support_fraction: float = option(
       0.5, 'Training tasks: fraction of the data used as support (Fig. 3).')
+  train_split: str = option(
+      'fixed', 'movielens: training users\' support/query split for MAML and Meta-SGD: fixed '
+      '(drawn once, as a test user\'s) or per_episode (drawn anew, at random, each time the '
+      'user is sampled; needs support_sampling = "random"). NN(pre-trained) steps on all of '
+      'a user\'s ratings and is unaffected.')
   train_user_fraction: float = option(0.8, 'Fraction of users that train (the rest test).')
   validation_fraction: float = option(
       0.0, 'movielens: this fraction of the training users (a seeded draw) is held out as '
@@ -187,6 +194,13 @@ class RecommendConfig:
     for key in ('server_optimizer', 'pretrain_optimizer', 'self_optimizer'):
       OPTIMIZERS.get(getattr(self, key))
     SPLITS.get(self.support_sampling)
+    if self.train_split not in TRAIN_SPLITS:
+      raise ConfigError(f'train_split must be one of {", ".join(TRAIN_SPLITS)}, '
+                        f'got {self.train_split!r}.')
+    if self.train_split == 'per_episode' and self.support_sampling != 'random':
+      raise ConfigError('train_split = "per_episode" draws random support/query splits; it '
+                        f'needs support_sampling = "random", got "{self.support_sampling}" '
+                        '(a chronological split is the same at every visit).')
     for key in ('bias_item_shrinkage', 'bias_user_shrinkage'):
       if not getattr(self, key) >= 0:
         raise ConfigError(f'{key} must be >= 0, got {getattr(self, key)}.')

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import zlib
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -140,10 +141,20 @@ def _selection(cfg, data: MovieLensData):
   return methods.Selection(_curve_users(cfg, data.tasks.validation), *select)
 
 
+def _training_batch(cfg, train: List[tasks.Episode], episode: int) -> List:
+  """The FedMeta client values of `episode`'s training users (`methods.sample_users`): their
+  fixed splits, or with train_split = "per_episode" each user's ratings split anew, seeded by
+  (seed, user, episode) (`tasks.redrawn`)."""
+  chosen = [train[i] for i in methods.sample_users(len(train), cfg, episode)]
+  if cfg.train_split == 'per_episode':
+    chosen = [tasks.redrawn(e, cfg.train_support_fraction,
+                            [cfg.seed, zlib.crc32(e.user.encode()), episode]) for e in chosen]
+  return [e.tensors() for e in chosen]
+
+
 def _meta(cfg, data: MovieLensData, show_progress: bool, *, variant: str, display: str,
           name: str = '', start=None):
   """FedMeta `variant` on the training users; `start` (weights) replaces the model's start."""
-  train = [e.tensors() for e in data.tasks.train]
   model = _model(cfg, data)
   if start is not None:
     model = dataclasses.replace(model, initial_trainable=[np.asarray(w, np.float32)
@@ -152,7 +163,7 @@ def _meta(cfg, data: MovieLensData, show_progress: bool, *, variant: str, displa
       cfg, name=name or variant, display=display, variant=variant, model=model,
       step_scales=_step_scales(cfg, model),
       loss=losses.SQUARED_ERROR,
-      train_batch=lambda ep: [train[i] for i in methods.sample_users(len(train), cfg, ep)],
+      train_batch=functools.partial(_training_batch, cfg, data.tasks.train),
       test=data.tasks.test, curve_test=_curve_users(cfg, data.tasks.test), score=score,
       show_progress=show_progress, selection=_selection(cfg, data))
 
