@@ -192,9 +192,17 @@ def test_per_episode_split_redraws_each_visit_from_the_same_ratings(folder, monk
   assert again and all(v[0] != v[1] for v in again)
 
 
-def test_per_episode_split_needs_random_sampling(folder):
-  with pytest.raises(ConfigError, match='per_episode.*support_sampling = "random"'):
-    _cfg(folder, train_split='per_episode', support_sampling='chronological')
+def test_per_episode_chronological_split_is_the_fixed_one_and_bad_names_fail(folder, monkeypatch):
+  """Time fixes a chronological split, so "per_episode" sends each user's own split."""
+  seen = []
+  monkeypatch.setattr(methods, 'meta_learning', lambda cfg, *, train_batch, **kw: seen.append(
+      [train_batch(e) for e in range(1, 20)]))
+  for split in ('fixed', 'per_episode'):
+    cfg = _cfg(folder, train_split=split, support_sampling='chronological')
+    movielens_task.METHODS.get('maml')(cfg, movielens_task.prepare(cfg), False)
+  for fixed, drawn in zip(*seen):
+    for key in ('support_x', 'support_y', 'query_x', 'query_y'):
+      assert np.array_equal(fixed[0][key], drawn[0][key])
   with pytest.raises(ConfigError, match='train_split must be one of fixed, per_episode'):
     _cfg(folder, train_split='always')
 

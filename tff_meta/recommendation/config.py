@@ -52,9 +52,9 @@ class RecommendConfig:
       0.5, 'Training tasks: fraction of the data used as support (Fig. 3).')
   train_split: str = option(
       'fixed', 'movielens: training users\' support/query split for MAML and Meta-SGD: fixed '
-      '(drawn once, as a test user\'s) or per_episode (drawn anew, at random, each time the '
-      'user is sampled; needs support_sampling = "random"). NN(pre-trained) steps on all of '
-      'a user\'s ratings and is unaffected.')
+      '(drawn once, as a test user\'s) or per_episode (drawn anew by support_sampling each time '
+      'the user is sampled; a chronological split is the same at every visit). NN(pre-trained) '
+      'steps on all of a user\'s ratings and is unaffected.')
   train_user_fraction: float = option(0.8, 'Fraction of users that train (the rest test).')
   validation_fraction: float = option(
       0.0, 'movielens: this fraction of the training users (a seeded draw) is held out as '
@@ -197,10 +197,6 @@ class RecommendConfig:
     if self.train_split not in TRAIN_SPLITS:
       raise ConfigError(f'train_split must be one of {", ".join(TRAIN_SPLITS)}, '
                         f'got {self.train_split!r}.')
-    if self.train_split == 'per_episode' and self.support_sampling != 'random':
-      raise ConfigError('train_split = "per_episode" draws random support/query splits; it '
-                        f'needs support_sampling = "random", got "{self.support_sampling}" '
-                        '(a chronological split is the same at every visit).')
     for key in ('bias_item_shrinkage', 'bias_user_shrinkage'):
       if not getattr(self, key) >= 0:
         raise ConfigError(f'{key} must be >= 0, got {getattr(self, key)}.')

@@ -143,11 +143,11 @@ def _selection(cfg, data: MovieLensData):
 
 def _training_batch(cfg, train: List[tasks.Episode], episode: int) -> List:
   """The FedMeta client values of `episode`'s training users (`methods.sample_users`): their
-  fixed splits, or with train_split = "per_episode" each user's ratings split anew, seeded by
-  (seed, user, episode) (`tasks.redrawn`)."""
+  fixed splits, or with train_split = "per_episode" each user's ratings split anew by
+  support_sampling, seeded by (seed, user, episode) (`tasks.redrawn`)."""
   chosen = [train[i] for i in methods.sample_users(len(train), cfg, episode)]
   if cfg.train_split == 'per_episode':
-    chosen = [tasks.redrawn(e, cfg.train_support_fraction,
+    chosen = [tasks.redrawn(e, cfg.train_support_fraction, cfg.support_sampling,
                             [cfg.seed, zlib.crc32(e.user.encode()), episode]) for e in chosen]
   return [e.tensors() for e in chosen]
 

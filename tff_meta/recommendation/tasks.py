@@ -71,14 +71,16 @@ def episode(user: str, x: np.ndarray, y: np.ndarray, support_fraction: float,
   return Episode(user, x[s], y[s], x[q], y[q])
 
 
-def redrawn(e: Episode, support_fraction: float, seed) -> Episode:
-  """`e`'s user with all its ratings split anew by `random_split` (sizes as `episode` gives,
-  support_fraction of them support, the rest query), seeded by `seed` (an int or a sequence).
+def redrawn(e: Episode, support_fraction: float, sampling: str, seed) -> Episode:
+  """`e`'s user with all its ratings split anew by `SPLITS[sampling]` (support_fraction of them
+  support, the rest query), seeded by `seed` (an int or a sequence).
 
-  A training task drawn afresh at each visit (`train_split = "per_episode"`): the meta-learner
-  then sees many support/query splits of each of its few hundred users, not one, as
-  Chen et al. 2018b's production task samples each training episode anew (Sec. 3.2)."""
-  s, q = SPLITS.get('random')(len(e.support_y) + len(e.query_y), support_fraction,
+  A training task drawn afresh at each visit (`train_split = "per_episode"`): with random
+  sampling the meta-learner sees many support/query splits of each of its few hundred users,
+  not one, as Chen et al. 2018b's production task samples each training episode anew
+  (Sec. 3.2). A chronological split ignores the seed: time fixes it, so it is `e`'s own split
+  (a training episode uses all of its user's ratings, support first, in time order)."""
+  s, q = SPLITS.get(sampling)(len(e.support_y) + len(e.query_y), support_fraction,
                               1.0 - support_fraction, seed=seed)
   x, y = e.all_x, e.all_y
   return Episode(e.user, x[s], y[s], x[q], y[q])
