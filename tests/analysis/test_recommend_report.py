@@ -99,6 +99,32 @@ def test_other_settings_and_variants_are_kept_apart(runs):
   assert 'MAML [inner_lr=0.05]' in names and 'MAML [inner_lr=0.01]' in names
 
 
+def test_a_key_only_the_meta_learners_read_splits_only_their_rows(tmp_path):
+  """train_split (META_ONLY_KEYS) changes MAML's rows, not NN(pre-trained)'s: MAML's two
+  variants each pair with NN(pre-trained) seed by seed, whose rows of both runs merge (and a
+  key every method reads still splits every row)."""
+  new = dict(RMSE)
+  new.update({('MAML', 0): 0.910, ('MAML', 1): 0.890, ('MAML', 2): 0.930})
+  for seed in (0, 1, 2):
+    _write(tmp_path / f'fixed_s{seed}', ('NN(pre-trained)', 'MAML'), seed)
+    _write(tmp_path / f'per_s{seed}', ('MAML',) if seed else ('NN(pre-trained)', 'MAML'), seed,
+           rmse=new, train_split='per_episode')
+  _write(tmp_path / 'lr_s0', ('NN(pre-trained)',), 0, inner_lr=0.05)
+  rows, notes = _rows(tmp_path)
+  assert set(rows) == {'NN(pre-trained) [inner_lr=0.01]', 'NN(pre-trained) [inner_lr=0.05]',
+                       "MAML [inner_lr=0.01, train_split='fixed']",
+                       "MAML [inner_lr=0.01, train_split='per_episode']"}
+  assert rows['NN(pre-trained) [inner_lr=0.01]']['per_seed'] == {0: 0.917, 1: 0.898, 2: 0.939}
+  assert any('seed 0' in n and 'per_s0' in n and 'rmse the same' in n for n in notes)
+  rows, _ = _rows(tmp_path, reference='NN(pre-trained) [inner_lr=0.01]')
+  diffs = np.array([-0.007, -0.008, -0.009])
+  row = rows["MAML [inner_lr=0.01, train_split='per_episode']"]
+  assert row['vs_reference'] == pytest.approx(diffs.mean())
+  assert row['vs_reference_ci95'] == pytest.approx(
+      stats.t.ppf(0.975, 2) * diffs.std(ddof=1) / np.sqrt(3))
+  assert (row['vs_reference_seeds'], row['vs_reference_lower']) == (3, 3)
+
+
 def test_seeds_pool_over_the_same_data_not_the_same_path(tmp_path):
   methods = ('NN(pre-trained)', 'MAML')
   _write(tmp_path / 'a_s0', methods, 0, fingerprint='0123456789abcdef', data_path='/a/gen')

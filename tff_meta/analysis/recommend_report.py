@@ -30,7 +30,10 @@ as two commands, say): rows merge by (setting, seed, method). A method whose
 seed appears in more than one folder keeps the first folder's row (sorted by
 path), and a note says whether the others agree, which makes a rerun at
 another code version a reproducibility check. Configs that differ in more than
-the seed, the methods and the output folder are variants, reported apart.
+the seed, the methods and the output folder are variants, reported apart; keys
+that only the meta-learners read (`recommendation.config.META_ONLY_KEYS`) split
+only their rows (MAML..., Meta-SGD...), so a run that changes such a key still
+pairs with the other runs' NN(pre-trained) seed by seed.
 Reads files only (no TensorFlow at import; the config defaults that fill older
 config.toml files import the recommendation config when grouping).
 """
@@ -142,6 +145,11 @@ def _defaults() -> Dict[str, Any]:
   return config_file.key_defaults(RecommendConfig, tuples_as_lists=True)
 
 
+def _meta_only() -> Tuple[frozenset, Tuple[str, ...]]:
+  from tff_meta.recommendation import config  # pylint: disable=g-import-not-at-top
+  return config.META_ONLY_KEYS, config.META_METHOD_PREFIXES
+
+
 def group(runs: Sequence[RecommendRun], defaults: Optional[Dict[str, Any]] = None
           ) -> Tuple[List[Entry], List[str]]:
   """Entries by setting, variant and method, rows merged over folders; returns (entries, notes)."""
@@ -161,13 +169,17 @@ def group(runs: Sequence[RecommendRun], defaults: Optional[Dict[str, Any]] = Non
                 for idx in keyed.values()}
   entries: List[Entry] = []
   notes: List[str] = []
+  meta_keys, meta_prefixes = _meta_only()
   for setting, idx in sorted(by_setting.items()):
-    flats = {i: {k: repr(v) for k, v in full[i].items() if k not in _NOT_VARIANT_KEYS}
-             for i in idx}
+    flats = [{k: repr(v) for k, v in full[i].items() if k not in _NOT_VARIANT_KEYS} for i in idx]
+    labels = variants.variant_labels(flats)
+    others = variants.variant_labels([{k: v for k, v in f.items() if k not in meta_keys}
+                                      for f in flats])
     merged: Dict[Tuple[str, str], Entry] = {}
-    for i, variant in zip(idx, variants.variant_labels([flats[i] for i in idx])):
+    for i, meta_label, other_label in zip(idx, labels, others):
       run = runs[i]
       for row in run.rows:
+        variant = meta_label if row['method'].startswith(meta_prefixes) else other_label
         name = variants.labelled(row['method'], variant)
         entry = merged.setdefault((variant, name), Entry(setting, name, {}))
         first = entry.by_seed.get(run.seed)

@@ -27,6 +27,13 @@ SELECT_ON = ('last', 'validation_rmse')
 # train_split: the training users' support/query split, drawn once or at every visit.
 TRAIN_SPLITS = ('fixed', 'per_episode')
 EVALUATE_ON = ('test', 'validation')
+# Keys that only the meta-learned methods read (`methods.meta_learning`: the rows named MAML...
+# or Meta-SGD..., `META_METHOD_PREFIXES`). No other method's row depends on them, so
+# `analysis.recommend_report` pairs those rows across runs that differ only in these keys.
+# (train_support_fraction is not one: it orders the training ratings that SVD++ visits.)
+META_ONLY_KEYS = frozenset({'train_split', 'server_optimizer', 'server_lr',
+                            'clients_per_episode'})
+META_METHOD_PREFIXES = ('MAML', 'Meta-SGD')
 
 
 @dataclasses.dataclass

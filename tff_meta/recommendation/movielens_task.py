@@ -14,6 +14,9 @@ averaged over test users, relevant = rating 5 as in the paper (`metrics`);
 extras, printed in a second, labelled table: Precision@k with relevant =
 rating >= 4 and NDCG@k.
 
+Training users' episodes (`_training_batch`): each user's one support/query split, or with
+`train_split = "per_episode"` a new split at each visit (`tasks.redrawn`).
+
 Model selection (`SELECTIONS[cfg.select_on]`): with validation users held out
 (`validation_fraction`), `validation_rmse` keeps each trained method's
 parameters of the evaluation with the lowest RMSE on the validation users
