@@ -111,3 +111,21 @@ def test_the_reference_line_scores_the_users_the_curves_score(tmp_path, monkeypa
                               validation_fraction=0.2))
   experiment.run(cfg, show_progress=False)
   assert drawn['Bias baseline']['rmse'] == line
+
+
+def test_fig2_keeps_one_colour_per_method_in_every_panel(tmp_path, monkeypatch):
+  """plot_curves: a method's lines share one colour across the RMSE and precision panels; the
+  reference's lines are black, dotted for a panel's first metric, dash-dotted for the others."""
+  saved = []
+  monkeypatch.setattr(experiment.files, 'save_figure', lambda fig, path, **kw: saved.append(fig))
+  rows = lambda v: [{'episode': e, 'rmse': v + e, 'p1': v, 'p3': -v} for e in (0, 1)]
+  experiment.plot_curves({'MAML': rows(1.0), 'NN': rows(2.0)}, ('rmse', 'p1', 'p3'),
+                         str(tmp_path / 'c.png'), 'title',
+                         references={'Bias': {'rmse': 1.5, 'p1': 0.5, 'p3': 0.4}})
+  left, right = saved[0].axes
+  colour = {ln.get_label(): ln.get_color() for ax in (left, right) for ln in ax.get_lines()}
+  assert colour['MAML'] == colour['MAML p1'] == colour['MAML p3'] != colour['NN']
+  assert colour['NN'] == colour['NN p1'] == colour['NN p3']
+  style = {ln.get_label(): ln.get_linestyle() for ln in right.get_lines()}
+  assert (style['MAML p1'], style['MAML p3'], style['Bias p1'], style['Bias p3']) == (
+      '-', '--', ':', '-.')

@@ -131,23 +131,25 @@ def format_results(results: List[RecommendResult]) -> str:
 
 def plot_curves(curves: Dict[str, List[dict]], names: Tuple[str, ...], path: str,
                 title: str, references: Optional[Dict[str, dict]] = None) -> None:
-  """Fig. 2: each metric against training episodes, one line per method; each of
-  `references` ({method: final metrics}, e.g. the bias baseline) a horizontal dotted line."""
+  """Fig. 2: each metric against training episodes, one line per method, one colour per method
+  in every panel (a panel's first metric solid, the others dashed); each of `references`
+  ({method: final metrics}, e.g. the bias baseline) a horizontal black line, dotted for the
+  panel's first metric and dash-dotted for the others."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   groups = [names[:1], names[1:]] if len(names) > 1 else [names]
   fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
   for ax, group in zip(axes[0], groups):
-    for method, rows in curves.items():
+    for colour, (method, rows) in enumerate(curves.items()):
       for metric in group:
         style = '-' if metric == group[0] else '--'
         ax.plot([r['episode'] for r in rows], [r[metric] for r in rows], style,
-                label=f'{method} {metric}' if len(group) > 1 else method)
+                color=f'C{colour}', label=f'{method} {metric}' if len(group) > 1 else method)
     for method, row in (references or {}).items():
       for metric in group:
-        ax.axhline(row[metric], color='black', linestyle=':', linewidth=1,
-                   label=f'{method} {metric}' if len(group) > 1 else method)
+        ax.axhline(row[metric], color='black', linestyle=':' if metric == group[0] else '-.',
+                   linewidth=1, label=f'{method} {metric}' if len(group) > 1 else method)
     ax.set_xlabel('training episodes')
     ax.set_ylabel(', '.join(group))
     ax.grid(alpha=0.3)
