@@ -15,7 +15,7 @@ extras, printed in a second, labelled table: Precision@k with relevant =
 rating >= 4 and NDCG@k.
 
 Training users' episodes (`_training_batch`): each user's one support/query split, or with
-`train_split = "per_episode"` a new split at each visit (`tasks.redrawn`).
+`train_split = "per_episode"` a new split at each visit (`tasks.episode`).
 
 Model selection (`SELECTIONS[cfg.select_on]`): with validation users held out
 (`validation_fraction`), `validation_rmse` keeps each trained method's
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import zlib
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -147,11 +146,12 @@ def _selection(cfg, data: MovieLensData):
 def _training_batch(cfg, train: List[tasks.Episode], episode: int) -> List:
   """The FedMeta client values of `episode`'s training users (`methods.sample_users`): their
   fixed splits, or with train_split = "per_episode" each user's ratings split anew by
-  support_sampling, seeded by (seed, user, episode) (`tasks.redrawn`)."""
+  support_sampling, seeded by (seed, user, episode) (`tasks.episode`)."""
   chosen = [train[i] for i in methods.sample_users(len(train), cfg, episode)]
   if cfg.train_split == 'per_episode':
-    chosen = [tasks.redrawn(e, cfg.train_support_fraction, cfg.support_sampling,
-                            [cfg.seed, zlib.crc32(e.user.encode()), episode]) for e in chosen]
+    f = cfg.train_support_fraction
+    chosen = [tasks.episode(e.user, e.all_x, e.all_y, f, 1.0 - f, cfg.support_sampling,
+                            cfg.seed, stream=(episode,)) for e in chosen]
   return [e.tensors() for e in chosen]
 
 

@@ -64,26 +64,17 @@ def split_users(user_ids: Sequence[str], train_fraction: float, seed: int, strea
 
 
 def episode(user: str, x: np.ndarray, y: np.ndarray, support_fraction: float,
-            query_fraction: float, sampling: str = 'chronological', seed: int = 0) -> Episode:
-  """The episode of time-ordered (x, y) by `SPLITS[sampling]` (random: seeded by seed, user)."""
+            query_fraction: float, sampling: str = 'chronological', seed: int = 0,
+            stream: Sequence[int] = ()) -> Episode:
+  """The episode of time-ordered (x, y) by `SPLITS[sampling]` (random: seeded by seed, user and
+  `stream`). A training user split anew at each visit (`train_split = "per_episode"`) passes
+  all its ratings and the episode number as `stream`: the meta-learner then sees many
+  support/query splits of each user, as Chen et al. 2018b's production task samples each
+  training episode anew (Sec. 3.2); a chronological split ignores the seed, so it is the
+  user's one split."""
   s, q = SPLITS.get(sampling)(len(y), support_fraction, query_fraction,
-                              seed=[seed, zlib.crc32(user.encode())])
+                              seed=[seed, zlib.crc32(user.encode()), *stream])
   return Episode(user, x[s], y[s], x[q], y[q])
-
-
-def redrawn(e: Episode, support_fraction: float, sampling: str, seed) -> Episode:
-  """`e`'s user with all its ratings split anew by `SPLITS[sampling]` (support_fraction of them
-  support, the rest query), seeded by `seed` (an int or a sequence).
-
-  A training task drawn afresh at each visit (`train_split = "per_episode"`): with random
-  sampling the meta-learner sees many support/query splits of each of its few hundred users,
-  not one, as Chen et al. 2018b's production task samples each training episode anew
-  (Sec. 3.2). A chronological split ignores the seed: time fixes it, so it is `e`'s own split
-  (a training episode uses all of its user's ratings, support first, in time order)."""
-  s, q = SPLITS.get(sampling)(len(e.support_y) + len(e.query_y), support_fraction,
-                              1.0 - support_fraction, seed=seed)
-  x, y = e.all_x, e.all_y
-  return Episode(e.user, x[s], y[s], x[q], y[q])
 
 
 @dataclasses.dataclass
