@@ -13,7 +13,7 @@ $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip<25" 2>&1 | grep -v '^WARNING: Location' || true
 	$(PY) -m pip install -q --no-deps -r requirements.txt 2>&1 | grep -v '^WARNING: Location' || true
-	$(PY) -c "from tff_meta.program import startup; startup.import_tensorflow(); import tensorflow_federated, tensorflow_datasets, sklearn, pandas, matplotlib, nbclient, xdist"
+	$(PY) -c "from tff_meta.core import startup; startup.import_tensorflow(); import tensorflow_federated, tensorflow_datasets, sklearn, pandas, matplotlib, nbclient, xdist"
 	touch $(STAMP)
 
 setup: $(STAMP)

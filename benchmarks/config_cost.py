@@ -20,7 +20,7 @@ import os
 import statistics
 import threading
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -29,7 +29,8 @@ import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import experiment, logs  # noqa: E402
+from tff_meta.program import experiment  # noqa: E402
+from tff_meta.core import logs
 from tff_meta.program.runner_choice import choose_runner  # noqa: E402
 from tff_meta.program.training_loop import Evaluation, RoundSampler  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402

@@ -22,7 +22,7 @@ import platform
 import statistics
 import time
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -52,7 +52,7 @@ def main(argv):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tff_meta.data import load_dataset, protocol  # pylint: disable=g-import-not-at-top
   from tff_meta.data import tff_native  # noqa: F401  pylint: disable=g-import-not-at-top
-  from tff_meta.program import client_data  # pylint: disable=g-import-not-at-top
+  from tff_meta.data import client_data  # pylint: disable=g-import-not-at-top
   imports = time.perf_counter() - start
 
   print(f'python {platform.python_version()}, tensorflow {tf.__version__}, numpy '

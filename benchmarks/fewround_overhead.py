@@ -32,7 +32,7 @@ other load hits all alike. Wall and CPU seconds per episode (this process
 plus the TFF worker). Nothing here asserts speed.
 """
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 

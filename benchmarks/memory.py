@@ -16,7 +16,7 @@ the growth must stay bounded (issue #8 target: < 5% over 300 rounds).
 
 import os
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -24,7 +24,7 @@ from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.program import logs  # noqa: E402
+from tff_meta.core import logs  # noqa: E402
 from tff_meta.program.training_loop import RoundSampler  # noqa: E402
 from tff_meta.runtime.chunked import ChunkedRounds  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402

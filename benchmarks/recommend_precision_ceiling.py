@@ -26,7 +26,7 @@ from tff_meta.analysis.tables import markdown_table
 from tff_meta.data import movielens_synth
 from tff_meta.data.movielens import load_movielens
 from tff_meta.data.types import DataError
-from tff_meta.program import cli
+from tff_meta.core import cli
 from tff_meta.recommendation import precision_ceiling as pc
 
 flags.DEFINE_string('data_path', '', 'An ml-100k-shaped folder (u.data, u.user, u.item).')

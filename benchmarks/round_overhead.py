@@ -31,14 +31,15 @@ on the machine hits both alike. Per round: wall seconds (median [min-max])
 and CPU seconds (this process plus the TFF worker), and the ratio of medians.
 """
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import app, flags  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.program import client_data, logs  # noqa: E402
+from tff_meta.data import client_data  # noqa: E402
+from tff_meta.core import logs
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 
 common.define_setup_flags(model='femnist_cnn', clients=4)

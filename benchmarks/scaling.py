@@ -11,7 +11,7 @@ TFF call is checked against plain TF). Prints s/round (median [min-max]),
 the ratio of medians and the CPU ratio.
 """
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -19,7 +19,8 @@ from absl import app, flags  # noqa: E402
 
 from benchmarks import common  # noqa: E402
 from tff_meta.models import build_model_spec  # noqa: E402
-from tff_meta.program import client_data, logs  # noqa: E402
+from tff_meta.data import client_data  # noqa: E402
+from tff_meta.core import logs
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 
 common.define_setup_flags(model='femnist_cnn', clients=4)

@@ -23,7 +23,7 @@ same state after round 1.
 
 import os
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -31,7 +31,8 @@ from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.program import client_data, logs  # noqa: E402
+from tff_meta.data import client_data  # noqa: E402
+from tff_meta.core import logs
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.pool_resident import PoolResidentRounds  # noqa: E402
 

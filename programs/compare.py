@@ -22,7 +22,7 @@ example is worth, so that small gaps are read as what they are.
 import dataclasses
 import os
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -33,8 +33,9 @@ from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.analysis import figures, groups, tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
-from tff_meta.program import errors, files  # noqa: E402
-from tff_meta.run_folder import load_run  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
+from tff_meta.core import files
+from tff_meta.core.run_folder import load_run  # noqa: E402
 
 DEFAULT_METHODS = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 config_lib.define_flags(flags)

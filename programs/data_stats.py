@@ -20,7 +20,7 @@ table has per-user columns instead: users, ratings, items, ratings per user
 import dataclasses
 import json
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 

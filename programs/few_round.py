@@ -17,7 +17,7 @@ every stage from its last checkpoint (a larger --episodes extends it).
 Rounds run on a TFF worker pool (--executor/--workers/--local_workers).
 """
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -27,7 +27,8 @@ from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
 from tff_meta.fewround import experiment, tasks  # noqa: E402
 from tff_meta.program import executor  # noqa: E402
-from tff_meta.program import errors, files  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
+from tff_meta.core import files
 
 config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')

@@ -24,15 +24,15 @@ few-round config's defaults (`fewround.config.toml_defaults`, which fill the
 keys an older config.toml lacks).
 """
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 
-from tff_meta import run_folder  # noqa: E402
+from tff_meta.core import run_folder  # noqa: E402
 from tff_meta.analysis import fewround_report  # noqa: E402
-from tff_meta.program import cli  # noqa: E402
+from tff_meta.core import cli  # noqa: E402
 
 flags.DEFINE_list('runs', None, 'Comma-separated folders to search (recursively) for '
                   'programs.few_round run folders.')

@@ -19,20 +19,21 @@ import dataclasses
 import itertools
 import os
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 
-from tff_meta import config_file  # noqa: E402
+from tff_meta.core import config_file  # noqa: E402
 from tff_meta.analysis.tables import markdown_table  # noqa: E402
-from tff_meta.config_file import ConfigError  # noqa: E402
+from tff_meta.core.config_file import ConfigError  # noqa: E402
 from tff_meta.fewround import baselines  # noqa: E402
 from tff_meta.fewround import config as config_lib  # noqa: E402
 from tff_meta.fewround import experiment  # noqa: E402
 from tff_meta.fewround import tasks  # noqa: E402
-from tff_meta.program import errors, executor, files  # noqa: E402
+from tff_meta.program import errors, executor  # noqa: E402
+from tff_meta.core import files
 
 config_lib.define_flags(flags)
 flags.DEFINE_bool('progress', True, 'Show progress bars.')

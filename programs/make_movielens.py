@@ -30,7 +30,7 @@ from absl import flags
 from tff_meta.data import movielens_synth
 from tff_meta.data.movielens import load_movielens
 from tff_meta.data.types import DataError
-from tff_meta.program import cli
+from tff_meta.core import cli
 from tff_meta.recommendation import calibration
 
 flags.DEFINE_string('output_dir', '', 'Folder to write (created if missing).')

@@ -20,7 +20,7 @@ import dataclasses
 import math
 import os
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -28,12 +28,13 @@ from absl import flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
-from tff_meta.program import accounting, checkpoints, errors, executor, experiment  # noqa: E402
+from tff_meta.program import accounting, errors, executor, experiment  # noqa: E402
+from tff_meta.core import checkpoints
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
-from tff_meta.program import files  # noqa: E402
+from tff_meta.core import files  # noqa: E402
 from tff_meta.program import privacy_curve as curve  # noqa: E402
-from tff_meta.run_folder import CHECKPOINTS_DIR  # noqa: E402
+from tff_meta.core.run_folder import CHECKPOINTS_DIR  # noqa: E402
 
 flags.DEFINE_string('config', 'configs/privacy/digits.toml', 'TOML experiment config.')
 flags.DEFINE_list('algorithms', list(curve.DEFAULT_ALGORITHMS), 'Algorithms, comma-separated.')

@@ -21,15 +21,15 @@ A seed found in more than one folder for one method is reported in a note
 Reads files only (no workers): a few seconds.
 """
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2 (the config defaults import TF)
 
 from absl import flags  # noqa: E402
 
-from tff_meta import run_folder  # noqa: E402
+from tff_meta.core import run_folder  # noqa: E402
 from tff_meta.analysis import recommend_report  # noqa: E402
-from tff_meta.program import cli  # noqa: E402
+from tff_meta.core import cli  # noqa: E402
 
 flags.DEFINE_list('runs', None, 'Comma-separated folders to search (recursively) for '
                   'programs.recommend run folders.')

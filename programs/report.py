@@ -34,15 +34,15 @@ workers: a few seconds. It imports TensorFlow, for the configs' defaults
 import os
 import sys
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 
-from tff_meta import run_folder  # noqa: E402
+from tff_meta.core import run_folder  # noqa: E402
 from tff_meta.analysis import report  # noqa: E402
-from tff_meta.program import cli  # noqa: E402
+from tff_meta.core import cli  # noqa: E402
 
 flags.DEFINE_list('runs', None, 'Comma-separated folders to search (recursively) for run folders.')
 flags.DEFINE_string('output_dir', None, 'Where to write report.md, the CSV and the plots.')

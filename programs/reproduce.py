@@ -17,14 +17,14 @@ import glob
 import json
 import os
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 import numpy as np  # noqa: E402
 from absl import flags  # noqa: E402
 
-from tff_meta import run_folder  # noqa: E402
+from tff_meta.core import run_folder  # noqa: E402
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402

@@ -18,7 +18,7 @@ writes the table to a Markdown file. Reads files only (no TensorFlow).
 from absl import flags
 
 from tff_meta.analysis import rescored
-from tff_meta.program import cli, files
+from tff_meta.core import cli, files
 
 flags.DEFINE_string('scores', None, 'Folder of programs.evaluate JSON files (one per run), or '
                     'several folders, comma-separated, scored on the same clients; a method found '

@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import os
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -27,7 +27,8 @@ from absl import flags  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
-from tff_meta.program import errors, files  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
+from tff_meta.core import files
 
 flags.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
 flags.DEFINE_string('algorithm', None, 'Algorithm to tune (default: the config\'s).')

@@ -9,7 +9,7 @@ checkpoints/, config.toml, results.json. Re-running the same command after a
 kill resumes from the last checkpoint.
 """
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
@@ -18,7 +18,8 @@ from absl import flags  # noqa: E402
 from tff_meta.analysis import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
-from tff_meta.program import errors, files  # noqa: E402
+from tff_meta.program import errors  # noqa: E402
+from tff_meta.core import files
 
 config_lib.define_flags(flags)
 flags.adopt_module_key_flags(config_lib)

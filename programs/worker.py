@@ -12,13 +12,13 @@ across the pool with TFF's mergeable-computation context.
 import signal
 import time
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
 from absl import flags  # noqa: E402
 
-from tff_meta.program import cli  # noqa: E402
+from tff_meta.core import cli  # noqa: E402
 from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
 
 flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.', lower_bound=1,

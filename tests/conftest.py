@@ -3,7 +3,7 @@
 import os
 import subprocess
 
-from tff_meta.program import startup  # noqa: E402
+from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 

@@ -276,7 +276,7 @@ def fedmeta_rounds(variant: str, clients_per_round: int):
   """
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tff_meta.algorithms import fedmeta  # pylint: disable=g-import-not-at-top
-  from tff_meta.program import client_data  # pylint: disable=g-import-not-at-top
+  from tff_meta.data import client_data  # pylint: disable=g-import-not-at-top
   data, model = digits_protocol(), mlp_spec()
   proc = fedmeta.build_fedmeta_process(
       model, variant=variant, inner_lr=0.1, inner_steps=1,
@@ -291,7 +291,7 @@ def fedmeta_rounds(variant: str, clients_per_round: int):
 
 _HOLD_FOLDER = """
 import sys, time
-from tff_meta.program import files
+from tff_meta.core import files
 files.claim_folder(sys.argv[1])
 print('held', flush=True)
 time.sleep(300)

@@ -18,7 +18,7 @@ from tff_meta import catalog
 from tff_meta.algorithms import ALGORITHMS
 from tff_meta.data import DATASETS
 from tff_meta.models import MODELS
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 README = os.path.join(REPO, 'README.md')
 

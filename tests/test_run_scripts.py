@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tff_meta import config_file
+from tff_meta.core import config_file
 from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.program import config as program_config
 

@@ -3,7 +3,7 @@
 # the 50% and 90% columns taken from the 20% runs, nothing retrained (issue #13).
 #
 # Both train on all of a training client's data (`full` in
-# tff_meta/program/client_data.py), and the client partition depends on the
+# tff_meta/data/client_data.py), and the client partition depends on the
 # seed alone, so a 20% run is a 50% or 90% run up to the order of each client's
 # shuffled data; only the test writers' split differs, and
 # programs.evaluate --support_fraction re-splits them exactly as a run at that

@@ -16,7 +16,7 @@ import pytest
 from tests import helpers
 from tff_meta import catalog
 from tff_meta.algorithms import ALGORITHMS, base, fedprox, readers
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 NAME = '_added_fedprox'
 

@@ -17,7 +17,7 @@ from tests.conftest import FIXTURES
 from tff_meta.algorithms import fedmeta
 from tff_meta.data import load_dataset, protocol
 from tff_meta.models import build_model_spec
-from tff_meta.program import client_data
+from tff_meta.data import client_data
 
 
 def _one_round(ds, model_name, **model_options):

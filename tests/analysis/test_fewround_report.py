@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tff_meta import run_folder
+from tff_meta.core import run_folder
 from tff_meta.analysis import fewround_report
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tff_meta.analysis import groups
-from tff_meta.run_folder import Run, Setting
+from tff_meta.core.run_folder import Run, Setting
 
 
 def _run(seed, history):

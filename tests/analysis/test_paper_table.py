@@ -3,7 +3,7 @@
 import types
 
 from tff_meta.analysis import paper_table
-from tff_meta.run_folder import Setting
+from tff_meta.core.run_folder import Setting
 
 
 def _group(algorithm, method, runs, dataset='emnist', model='femnist_cnn', support=0.2):

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from tests.conftest import REPO
-from tff_meta import config_file, run_folder
+from tff_meta.core import config_file, run_folder
 from tff_meta.analysis import recommend_report
 from tff_meta.recommendation.config import RecommendConfig
 

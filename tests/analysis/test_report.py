@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tff_meta import provenance, run_folder
+from tff_meta.core import provenance, run_folder
 from tff_meta.analysis import report
 
 SETTING = 'digits, mlp, p=20%'

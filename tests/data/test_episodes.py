@@ -5,7 +5,7 @@ import pytest
 
 from tff_meta.data import episodes
 from tff_meta.data.types import DataError
-from tff_meta.program import client_data
+from tff_meta.data import client_data
 
 
 def _dataset(num_classes=20, per_class=130, seed=0):

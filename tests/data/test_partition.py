@@ -8,7 +8,7 @@ import pytest
 from tff_meta.data import embedded
 from tff_meta.data import partition
 from tff_meta.data.types import ClientArrays, DataError
-from tff_meta.registry import UnknownNameError
+from tff_meta.core.registry import UnknownNameError
 
 
 def _labels(per_class=60, num_classes=10, seed=0):

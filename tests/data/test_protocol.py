@@ -8,7 +8,7 @@ import pytest
 from tff_meta.data import load_dataset
 from tff_meta.data import protocol
 from tff_meta.data.types import ClientArrays, DataError, FederatedDataset
-from tff_meta.registry import UnknownNameError
+from tff_meta.core.registry import UnknownNameError
 
 
 def _dataset(sizes, name='toy'):

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from tests.conftest import REPO
 from tests.fewround import fixtures
-from tff_meta.config_file import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import process as P
 from tff_meta.fewround import prototypes as pl

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from tests.fewround import fixtures
-from tff_meta.config_file import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import process as P
 from tff_meta.fewround.model import ClientBatch

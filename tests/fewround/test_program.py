@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES, REPO
-from tff_meta import provenance
-from tff_meta.config_file import ConfigError
+from tff_meta.core import provenance
+from tff_meta.core.config_file import ConfigError
 from tff_meta.fewround import baselines
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment
 from tff_meta.fewround import tasks
-from tff_meta.registry import UnknownNameError
+from tff_meta.core.registry import UnknownNameError
 
 CONFIG = 'configs/fewround/femnist62_5way_iid.toml'
 

@@ -17,7 +17,7 @@ from tests.fewround import fixtures
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment, training
 from tff_meta.fewround import process as P
-from tff_meta.program.checkpoints import IncompatibleCheckpointError
+from tff_meta.core.checkpoints import IncompatibleCheckpointError
 
 
 class Killed(Exception):

@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.models import MODELS, build_model_spec
-from tff_meta.registry import UnknownNameError
+from tff_meta.core.registry import UnknownNameError
 
 
 def test_femnist_cnn_matches_paper_size():

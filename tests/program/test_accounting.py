@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from dp_accounting import rdp
 
-from tff_meta.program import accounting, client_data
+from tff_meta.program import accounting
+from tff_meta.data import client_data
 
 
 def test_poisson_rdp_reproduces_tf_privacys_documented_value():

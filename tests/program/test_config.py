@@ -2,9 +2,9 @@
 
 import pytest
 
-from tff_meta import config_file
+from tff_meta.core import config_file
 from tff_meta.program import config as config_lib
-from tff_meta.registry import UnknownNameError
+from tff_meta.core.registry import UnknownNameError
 
 
 def _write(tmp_path, text):

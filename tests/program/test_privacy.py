@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import tensorflow_federated as tff
 
-from tff_meta import config_file
+from tff_meta.core import config_file
 from tff_meta.algorithms import Hparams, aggregation
 from tff_meta.program import accounting, privacy
 from tff_meta.program import config as config_lib

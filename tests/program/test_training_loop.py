@@ -7,7 +7,8 @@ import numpy as np
 
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS
-from tff_meta.program import client_data, training_loop
+from tff_meta.data import client_data
+from tff_meta.program import training_loop
 from tff_meta.program.training_loop import RoundSampler, Schedule
 from tff_meta.runtime.pool import WorkerPool
 

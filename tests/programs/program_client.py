@@ -13,7 +13,7 @@ import sys
 
 from tests.conftest import REPO
 from tests.helpers import program_env
-from tff_meta.program.files import LOCK_FILE
+from tff_meta.core.files import LOCK_FILE
 
 
 class Runner:

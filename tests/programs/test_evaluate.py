@@ -19,7 +19,8 @@ from tests.conftest import FIXTURES
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 from tff_meta.data import protocol
 from tff_meta.data.embedded import load_digits
-from tff_meta.program import client_data, experiment, reevaluation
+from tff_meta.data import client_data
+from tff_meta.program import experiment, reevaluation
 
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=4', '--eval_every=2',
          '--checkpoint_every=2', '--clients_per_round=3']

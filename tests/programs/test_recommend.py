@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.recommendation import ml100k_files
-from tff_meta import provenance
+from tff_meta.core import provenance
 from tff_meta.data.types import DataError
 from tff_meta.program.errors import USER_ERRORS
 from tff_meta.recommendation import config, experiment

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.recommendation import ml100k_files
-from tff_meta.config_file import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.data.movielens import load_movielens
 from tff_meta.recommendation import calibration, config, movielens_task
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from tff_meta import run_folder
+from tff_meta.core import run_folder
 from tff_meta.recommendation import config, event_log, experiment, loop
 
 
@@ -84,7 +84,7 @@ def test_the_reference_line_scores_the_users_the_curves_score(tmp_path, monkeypa
   """Under model selection the curves score validation users: the reference method's line is its
   curve_reference; otherwise its row (the test users)."""
   import tff_meta.recommendation.methods as methods_lib  # pylint: disable=g-import-not-at-top
-  from tff_meta.registry import Registry  # pylint: disable=g-import-not-at-top
+  from tff_meta.core.registry import Registry  # pylint: disable=g-import-not-at-top
   registry = Registry('movielens method')
   registry.add('bias', lambda *_: methods_lib.MethodResult(
       'Bias baseline', {'rmse': 0.9}, curve_reference={'rmse': 0.7}))

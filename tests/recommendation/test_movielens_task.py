@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from tests.recommendation import ml100k_files
-from tff_meta.config_file import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.data.movielens import SPLITS, load_movielens
 from tff_meta.learning import step_scale
 from tff_meta.recommendation import config, methods, movielens_task, tasks
-from tff_meta.registry import UnknownNameError
+from tff_meta.core.registry import UnknownNameError
 
 
 @pytest.fixture(scope='module')

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.config_file import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.recommendation import config, methods, schedules
 
 BASE, TOTAL = 0.01, 4

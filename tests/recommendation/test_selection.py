@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tests.recommendation import ml100k_files
-from tff_meta.config_file import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.recommendation import config, loop, movielens_task
 
 # A hand-made validation curve: RMSE at each evaluated episode (eval_every = 2, and the end).

@@ -8,7 +8,7 @@ import tensorflow_federated as tff
 
 from tests import helpers
 from tff_meta.algorithms import fedavg, fedmeta
-from tff_meta.program import client_data
+from tff_meta.data import client_data
 from tff_meta.runtime import chunked as chunked_lib
 
 

@@ -20,7 +20,7 @@ from tff_meta.algorithms import hparams as hparams_lib
 from tff_meta.algorithms.federated_process import FederatedProcess
 from tff_meta.evaluation import flops
 from tff_meta.learning import fused_adam
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 
 @dataclasses.dataclass

@@ -1,7 +1,7 @@
 """Offline analysis of finished run folders: tables, figures and reports.
 
 No TensorFlow or TFF: these modules read the files a run leaves
-(`tff_meta.run_folder`) and write Markdown, CSV and PNG.
+(`tff_meta.core.run_folder`) and write Markdown, CSV and PNG.
 
 - `tables`: the Markdown table writer and the one-row-per-run summary table;
 - `groups`: runs grouped by setting and method (seeds, variants) and their

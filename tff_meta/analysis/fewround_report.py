@@ -41,14 +41,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta import provenance
+from tff_meta.core import provenance
 from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
 from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save, method_colors
 from tff_meta.analysis.figures import method_linestyles
 from tff_meta.analysis.tables import markdown_table, write_csv
-from tff_meta.program.files import write_text
-from tff_meta.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError, read_by_key
+from tff_meta.core.files import write_text
+from tff_meta.core.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError, read_by_key
 
 REFERENCE = 'finetune_fedavg'   # Park et al. Table 1's main baseline
 Z95 = 1.959963984540054

@@ -25,7 +25,7 @@ import numpy as np
 
 from tff_meta.analysis import variants
 from tff_meta.evaluation import fairness
-from tff_meta.run_folder import Run, RunFolderError, Setting
+from tff_meta.core.run_folder import Run, RunFolderError, Setting
 
 # FedMeta Fig. 3's targets: FEMNIST 74%, Shakespeare 38%, Sent140 70%.
 PAPER_TARGETS = {'emnist': 0.74, 'leaf_femnist': 0.74, 'shakespeare': 0.38,
@@ -44,7 +44,7 @@ _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'chec
 def _key_defaults() -> Dict[str, Any]:
   """Flattened config key -> its default: a config.toml written before a key existed had the
   config field's default."""
-  from tff_meta import config_file  # pylint: disable=g-import-not-at-top
+  from tff_meta.core import config_file  # pylint: disable=g-import-not-at-top
   from tff_meta.program import config as program_config  # pylint: disable=g-import-not-at-top
   return {**config_file.key_defaults(program_config.ExperimentConfig),
           **config_file.key_defaults(program_config.Hparams, prefix='hparams.')}

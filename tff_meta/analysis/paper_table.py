@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Sequence
 
-from tff_meta import config_file
+from tff_meta.core import config_file
 from tff_meta.analysis.tables import markdown_table, mean_pm_std, pct
 
 # Our dataset names -> the paper's, and the paper's model for each.

@@ -24,7 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.analysis.tables import markdown_table
-from tff_meta.run_folder import METRICS_FILE, PRETRAIN_DIR, read_by_key
+from tff_meta.core.run_folder import METRICS_FILE, PRETRAIN_DIR, read_by_key
 
 
 def read_losses(folder: str) -> Optional[Tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -48,12 +48,12 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta import provenance
+from tff_meta.core import provenance
 from tff_meta.analysis import variants
 from tff_meta.analysis.groups import t_ci95
 from tff_meta.analysis.tables import markdown_table, write_csv
-from tff_meta.program.files import write_text
-from tff_meta.run_folder import CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders
+from tff_meta.core.files import write_text
+from tff_meta.core.run_folder import CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders
 
 REFERENCE = 'NN(pre-trained)'    # Chen et al. 2018b Table 3's "Improvement" compares MAML with it
 METRIC = 'rmse'                  # the paper's main column; lower is better
@@ -140,7 +140,7 @@ def setting_label(config: Dict[str, Any], data: Optional[str] = None) -> str:
 
 
 def _defaults() -> Dict[str, Any]:
-  from tff_meta import config_file  # pylint: disable=g-import-not-at-top
+  from tff_meta.core import config_file  # pylint: disable=g-import-not-at-top
   from tff_meta.recommendation.config import RecommendConfig  # pylint: disable=g-import-not-at-top
   return config_file.key_defaults(RecommendConfig, tuples_as_lists=True)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
-from tff_meta import provenance
+from tff_meta.core import provenance
 from tff_meta.analysis import figures, paper_table
 from tff_meta.analysis.groups import (REFERENCE_ALGORITHM, Group, add_cost_ratios,
                                       add_paired_differences, fairness_rows, group_runs,
@@ -28,8 +28,8 @@ from tff_meta.analysis.groups import (REFERENCE_ALGORITHM, Group, add_cost_ratio
 from tff_meta.analysis.tables import (markdown_table, mean_pm_std, paired_cell, pct, pct_label,
                                       write_csv)
 from tff_meta.evaluation import fairness
-from tff_meta.program.files import write_text
-from tff_meta.run_folder import (CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders,
+from tff_meta.core.files import write_text
+from tff_meta.core.run_folder import (CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders,
                                  load_run)
 
 def _cost_cells(row: Dict[str, Any]) -> List[str]:

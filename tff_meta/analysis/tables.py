@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
-from tff_meta.program.files import atomic_open
+from tff_meta.core.files import atomic_open
 
 
 def paired_cell(row: Dict[str, Any]) -> str:

@@ -36,7 +36,7 @@ import numpy as np
 from tff_meta.data import movielens_atomic
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.data.types import DataError
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 # ml-100k's u.genre order.
 GENRES = ('unknown', 'Action', 'Adventure', 'Animation', "Children's", 'Comedy', 'Crime',

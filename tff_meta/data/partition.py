@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 
 from tff_meta.data.types import ClientArrays, DataError
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 PARTITIONERS: Registry = Registry('partition scheme')
 

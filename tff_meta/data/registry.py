@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Union
 
 from tff_meta.data.embedded import load_digits
 from tff_meta.data.types import DataError, FederatedDataset
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 if TYPE_CHECKING:
   from tff_meta.data.movielens import RatingsDataset

@@ -28,8 +28,8 @@ from tff_meta.fewround import process as process_lib
 from tff_meta.fewround import selection, tasks, training
 from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS, FewRoundModel, build_few_round_model
-from tff_meta.registry import Registry
-from tff_meta.run_folder import PRETRAIN_DIR
+from tff_meta.core.registry import Registry
+from tff_meta.core.run_folder import PRETRAIN_DIR
 
 METHODS: Registry = Registry('few-round method')
 

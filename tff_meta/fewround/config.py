@@ -4,7 +4,7 @@ Top-level keys are the `FewRoundConfig` fields; `[data]` holds the options of
 the class-split source (`tasks.CLASS_SPLIT_SOURCES`, e.g. `cache_dir`,
 `data_dir`, `path`), `[model_options]` the backbone's options (e.g.
 `pool_padding`, `norm`). Flags are generated from the fields and their help
-(`tff_meta.config_file`), so flags and configs cannot drift. beta is
+(`tff_meta.core.config_file`), so flags and configs cannot drift. beta is
 `server_lr`, as in the training configs; the old names (`RENAMED`) are errors
 that name the new ones.
 """
@@ -15,8 +15,8 @@ import dataclasses
 import os
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
-from tff_meta import config_file
-from tff_meta.config_file import ConfigError, option, table
+from tff_meta.core import config_file
+from tff_meta.core.config_file import ConfigError, option, table
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS
 from tff_meta.fewround.process import TEST_PROTOTYPES, TRAIN_PROTOTYPES, FewRoundHparams

@@ -38,7 +38,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tqdm
 
-from tff_meta.program import files
+from tff_meta.core import files
 
 SAVE_EVERY = 10   # test episodes between two saves of the progress file
 

@@ -20,12 +20,12 @@ import tomllib
 
 import tensorflow_federated as tff
 
-from tff_meta import config_file, provenance
+from tff_meta.core import config_file, provenance
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
 from tff_meta.fewround.config import FewRoundConfig, toml_defaults
-from tff_meta.program import checkpoints, files
-from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
+from tff_meta.core import checkpoints, files
+from tff_meta.core.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
 
 
 def table(cfg, rows) -> str:

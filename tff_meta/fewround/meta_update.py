@@ -36,7 +36,7 @@ import tensorflow as tf
 from tff_meta.fewround import prototypes as proto_lib
 from tff_meta.learning import adaptation
 from tff_meta.learning.finite import all_finite
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 
 class MetaUpdate(NamedTuple):

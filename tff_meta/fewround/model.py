@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from tff_meta.fewround import prototypes as proto_lib
 from tff_meta.models import ModelSpec, build_model_spec
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 CLASSIFIERS: Registry = Registry('few-round classifier')
 

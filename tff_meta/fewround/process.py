@@ -76,7 +76,7 @@ from tff_meta.learning import step_scale
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.learning import adaptation
 from tff_meta.learning.finite import all_finite
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 
 @dataclasses.dataclass

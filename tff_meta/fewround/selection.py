@@ -27,10 +27,10 @@ from typing import Any, Callable, Dict, Tuple
 
 import tensorflow_federated as tff
 
-from tff_meta.config_file import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.fewround import training
-from tff_meta.program import checkpoints, files
-from tff_meta.run_folder import CHECKPOINTS_DIR
+from tff_meta.core import checkpoints, files
+from tff_meta.core.run_folder import CHECKPOINTS_DIR
 
 VALIDATION_STREAM = 3   # episode seeds (seed, stream, i); 0-2 are baselines' train/pretrain/test
 

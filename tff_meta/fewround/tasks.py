@@ -31,7 +31,7 @@ import numpy as np
 
 from tff_meta.data import episodes, load_dataset
 from tff_meta.data.types import DataError
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 CLASS_SPLIT_SOURCES: Registry = Registry('class-split dataset')
 PARTS = ('train', 'validation', 'test')

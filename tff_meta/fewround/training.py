@@ -39,8 +39,8 @@ import tqdm
 
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import process as process_lib
-from tff_meta.program import checkpoints, managers
-from tff_meta.run_folder import METRICS_FILE, TENSORBOARD_DIR, read_by_key
+from tff_meta.core import checkpoints, managers
+from tff_meta.core.run_folder import METRICS_FILE, TENSORBOARD_DIR, read_by_key
 
 Row = Dict[str, float]
 # Every checkpoint is kept (0 = no limit in tff.program.FileProgramStateManager):

@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 MODELS: Registry = Registry('model')
 

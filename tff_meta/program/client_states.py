@@ -35,7 +35,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tff_meta.program import files
+from tff_meta.core import files
 
 
 class ClientStateError(RuntimeError):

@@ -7,7 +7,7 @@ table: the fields of the algorithms' hparams dataclasses
 method of a comparison); each algorithm reads its own (`AlgorithmEntry`).
 `[method_hparams.<name>]` tables hold the hparams of one algorithm only.
 Flags and their help are generated from these dataclasses and the
-registries (`tff_meta.config_file`), so the flag help can never drift from
+registries (`tff_meta.core.config_file`), so the flag help can never drift from
 the config schema.
 """
 
@@ -17,10 +17,10 @@ import dataclasses
 import os
 from typing import Any, Dict, Optional, Tuple
 
-from tff_meta import config_file
+from tff_meta.core import config_file
 from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams, readers
 from tff_meta.algorithms import hparams as hparams_lib
-from tff_meta.config_file import ConfigError, coerce_value, load_toml, option, table
+from tff_meta.core.config_file import ConfigError, coerce_value, load_toml, option, table
 from tff_meta.data import DATASETS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.models import MODELS

@@ -1,6 +1,6 @@
 """Errors that are the user's to fix; programs print them plainly (no traceback).
 
-Every program ends through `run(main)` (`tff_meta.program.cli`): these
+Every program ends through `run(main)` (`tff_meta.core.cli`): these
 errors, file-system errors and bad flags become one `error: ...` line and a
 non-zero exit; anything else is reported as an internal error.
 """
@@ -8,13 +8,13 @@ non-zero exit; anything else is reported as an internal error.
 from typing import NoReturn
 
 from tff_meta.data.types import DataError
-from tff_meta.program import cli
-from tff_meta.program.checkpoints import CheckpointError, IncompatibleCheckpointError
+from tff_meta.core import cli
+from tff_meta.core.checkpoints import CheckpointError, IncompatibleCheckpointError
 from tff_meta.program.client_states import ClientStateError
 from tff_meta.program.config import ConfigError
 from tff_meta.program.training_loop import TrainingDivergedError
-from tff_meta.registry import UnknownNameError
-from tff_meta.run_folder import RunFolderError
+from tff_meta.core.registry import UnknownNameError
+from tff_meta.core.run_folder import RunFolderError
 from tff_meta.runtime.pool import WORKER_LOST_EXIT_CODE, WorkerLostError, WorkerUnavailableError
 
 USER_ERRORS = (ConfigError, DataError, UnknownNameError, CheckpointError,
@@ -35,7 +35,7 @@ def fail(error: BaseException) -> NoReturn:
 
 def run(main, extra_errors=()) -> None:
   """`absl.app.run(main)` for a program: USER_ERRORS (and `extra_errors`) end as one
-  `error:` line, never a traceback (see `tff_meta.program.cli`)."""
+  `error:` line, never a traceback (see `tff_meta.core.cli`)."""
   cli.run(main, USER_ERRORS + tuple(extra_errors), exit_code)
 
 

@@ -15,10 +15,11 @@ from absl import logging
 from tff_meta.algorithms import ALGORITHMS, Algorithm, aggregation
 from tff_meta.data import FederatedDataset, load_dataset, protocol
 from tff_meta.models import MODELS, ModelSpec, build_model_spec
-from tff_meta import config_file, run_folder
+from tff_meta.core import config_file, run_folder
 from tff_meta.program import config as config_lib
 from tff_meta.program import privacy
-from tff_meta.program import checkpoints, files, logs, training_loop
+from tff_meta.core import checkpoints, files, logs
+from tff_meta.program import training_loop
 from tff_meta.runtime.pool import WorkerPool
 
 

@@ -189,7 +189,7 @@ def plot(summary: Sequence[Mapping[str, Any]], path: str, title: str = '') -> No
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use('Agg')
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  from tff_meta.program import files  # pylint: disable=g-import-not-at-top
+  from tff_meta.core import files  # pylint: disable=g-import-not-at-top
   finite = sorted({s['target_epsilon'] for s in summary if not math.isinf(s['target_epsilon'])})
   inf_x = (finite[-1] * 4) if finite else 1.0
   fig, ax = plt.subplots(figsize=(6.4, 4.2))

@@ -57,11 +57,12 @@ from tff_meta.analysis.tables import markdown_table, pct
 from tff_meta.data import protocol
 from tff_meta.data.registry import DATASETS, load_dataset
 from tff_meta.data.types import DataError, FederatedDataset
-from tff_meta.program import checkpoints, experiment, files
+from tff_meta.core import checkpoints, files
+from tff_meta.program import experiment
 from tff_meta.program import config as config_lib
 from tff_meta.program.config import ConfigError
 from tff_meta.program.training_loop import Evaluation
-from tff_meta.run_folder import (CHECKPOINTS_DIR, CONFIG_FILE, EVAL_FILE,
+from tff_meta.core.run_folder import (CHECKPOINTS_DIR, CONFIG_FILE, EVAL_FILE,
                                  METRICS_FILE, RESULTS_FILE)
 
 OUTPUT_NAME = 'reevaluation'   # <run_dir>/reevaluation.json and .md by default

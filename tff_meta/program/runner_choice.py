@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 from tff_meta.algorithms import Algorithm
 from tff_meta.program.config import ConfigError
-from tff_meta.program.logs import note
+from tff_meta.core.logs import note
 from tff_meta.runtime.chunked import ChunkedRounds
 from tff_meta.runtime.pool import WorkerPool
 from tff_meta.runtime.pool_resident import PoolResidentRounds

@@ -45,16 +45,17 @@ import numpy as np
 import tensorflow_federated as tff
 from absl import logging
 
-from tff_meta import provenance
+from tff_meta.core import provenance
 from tff_meta.algorithms import Algorithm, stateful
 from tff_meta.data.protocol import ClientSplit, ProtocolData
 from tff_meta.evaluation import communication, personalized
-from tff_meta.program import checkpoints, client_data, files, managers
+from tff_meta.core import checkpoints, files, managers
+from tff_meta.data import client_data
 from tff_meta.program.client_states import ClientStateStore
-from tff_meta.program.logs import note
+from tff_meta.core.logs import note
 from tff_meta.program.privacy import Budget
 from tff_meta.program.runner_choice import choose_runner
-from tff_meta.run_folder import (CHECKPOINTS_DIR, CLIENT_STATES_DIR, EVAL_FILE, METRICS_FILE,
+from tff_meta.core.run_folder import (CHECKPOINTS_DIR, CLIENT_STATES_DIR, EVAL_FILE, METRICS_FILE,
                                  RESULTS_FILE, TENSORBOARD_DIR, TENSORBOARD_EVAL_DIR,
                                  read_history, read_total)
 from tff_meta.runtime.pool import WorkerPool

@@ -11,9 +11,9 @@ import dataclasses
 import os
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
-from tff_meta import config_file
+from tff_meta.core import config_file
 from tff_meta.algorithms import OPTIMIZERS
-from tff_meta.config_file import ConfigError, option
+from tff_meta.core.config_file import ConfigError, option
 from tff_meta.data.movielens import SPLITS
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.recommendation.schedules import SCHEDULES

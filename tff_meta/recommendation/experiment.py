@@ -18,12 +18,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow_federated as tff
 from absl import logging
 
-from tff_meta import config_file, provenance
-from tff_meta.program import files
+from tff_meta.core import config_file, provenance
+from tff_meta.core import files
 from tff_meta.recommendation import config as config_lib
 from tff_meta.recommendation import movielens_task, service_task
-from tff_meta.registry import Registry
-from tff_meta.run_folder import CONFIG_FILE, CURVE_PLOT_FILE, RESULTS_FILE, TABLE_FILE
+from tff_meta.core.registry import Registry
+from tff_meta.core.run_folder import CONFIG_FILE, CURVE_PLOT_FILE, RESULTS_FILE, TABLE_FILE
 from tff_meta.runtime.pool import WorkerPool
 
 

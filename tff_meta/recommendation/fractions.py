@@ -27,11 +27,11 @@ from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from tff_meta import config_file
-from tff_meta.program import files
+from tff_meta.core import config_file
+from tff_meta.core import files
 from tff_meta.recommendation import config as config_lib
 from tff_meta.recommendation import experiment, movielens_task
-from tff_meta.run_folder import CONFIG_FILE, RESULTS_FILE
+from tff_meta.core.run_folder import CONFIG_FILE, RESULTS_FILE
 from tff_meta.runtime.pool import WorkerPool
 
 REFERENCE = 'reference'

@@ -27,8 +27,8 @@ import os
 import sys
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from tff_meta.program import checkpoints, managers
-from tff_meta.run_folder import CURVE_FILE, TENSORBOARD_EVAL_DIR, read_history
+from tff_meta.core import checkpoints, managers
+from tff_meta.core.run_folder import CURVE_FILE, TENSORBOARD_EVAL_DIR, read_history
 
 
 class Selected(NamedTuple):

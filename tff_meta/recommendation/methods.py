@@ -24,7 +24,7 @@ import numpy as np
 
 from tff_meta.algorithms import base, fedmeta
 from tff_meta.learning import step_scale
-from tff_meta.program import client_data
+from tff_meta.data import client_data
 from tff_meta.recommendation import evaluation, loop, schedules
 from tff_meta.recommendation.training import Trainer
 

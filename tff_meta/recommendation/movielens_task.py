@@ -41,7 +41,7 @@ from tff_meta.models import build_model_spec, keras_models
 from tff_meta.recommendation import (baselines, evaluation, features, methods, metrics, tasks,
                                      warm_start)
 from tff_meta.recommendation.training import Trainer
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 K_VALUES = (1, 3, 10)
 # The paper's metrics (Precision@k: relevant = rating 5), then labelled extras not in the paper.

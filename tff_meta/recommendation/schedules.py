@@ -27,7 +27,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 # name -> (base rate, episode e in 1..E, E) -> the rate of episode e.
 SCHEDULES: Registry[Callable[[float, int, int], float]] = Registry('lr_schedule')

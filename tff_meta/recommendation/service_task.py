@@ -24,7 +24,7 @@ from tff_meta.learning import losses
 from tff_meta.models import build_model_spec
 from tff_meta.recommendation import baselines, event_log, methods, metrics, service
 from tff_meta.recommendation.training import Trainer
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 K_VALUES = (1, 4)
 SETTINGS = {'maml_lr': 'META', 'metasgd_lr': 'META', 'maml_nn': 'META', 'metasgd_nn': 'META',

@@ -47,7 +47,7 @@ import numpy as np
 from tff_meta.models import keras_models
 from tff_meta.recommendation import baselines
 from tff_meta.recommendation import factors as factors_lib
-from tff_meta.registry import Registry
+from tff_meta.core.registry import Registry
 
 MAX_RATING = 5.0
 # Target ratings are clipped into [1, 4.9] before the logit (5 would be +inf).

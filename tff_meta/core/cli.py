@@ -45,7 +45,7 @@ from typing import Callable, NoReturn, Tuple, Type
 
 from absl import app, flags
 
-from tff_meta.program import logs
+from tff_meta.core import logs
 
 INTERNAL_ERROR_EXIT_CODE = 70   # EX_SOFTWARE (sysexits.h)
 INTERRUPTED_EXIT_CODE = 130     # 128 + SIGINT, as shells report Ctrl-C

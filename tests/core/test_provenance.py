@@ -1,10 +1,10 @@
-"""tff_meta.provenance: the code version of a checkout, and a run folder's start rows."""
+"""tff_meta.core.provenance: the code version of a checkout, and a run folder's start rows."""
 
 import subprocess
 
 import pytest
 
-from tff_meta import provenance
+from tff_meta.core import provenance
 
 
 def _git(repo, *args):

@@ -1,8 +1,8 @@
-"""tff_meta/registry.py: names to builders, with errors that list the known names."""
+"""tff_meta/core/registry.py: names to builders, with errors that list the known names."""
 
 import pytest
 
-from tff_meta.registry import Registry, UnknownNameError
+from tff_meta.core.registry import Registry, UnknownNameError
 
 
 def test_add_get_remove():

@@ -11,7 +11,7 @@ episode loops (`fewround/training.py`) and the recommendation episode loop
   a release drops the rows at and past its key, so a resumed run writes no
   duplicates) and a `tff.program.TensorBoardReleaseManager`, grouped.
 
-The file names come from `tff_meta.run_folder`.
+The file names come from `tff_meta.core.run_folder`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, Tuple
 
 import tensorflow_federated as tff
 
-from tff_meta.program import checkpoints
-from tff_meta.run_folder import CHECKPOINTS_DIR
+from tff_meta.core import checkpoints
+from tff_meta.core.run_folder import CHECKPOINTS_DIR
 
 
 def metric_releases(folder: str, csv_file: str, tensorboard_dir: str,

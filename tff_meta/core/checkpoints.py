@@ -26,8 +26,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.program import file_utils
 
-from tff_meta import run_folder
-from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE
+from tff_meta.core import run_folder
+from tff_meta.core.run_folder import CHECKPOINTS_DIR, CONFIG_FILE
 
 
 class CheckpointError(RuntimeError):

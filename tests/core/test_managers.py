@@ -5,8 +5,8 @@ import csv
 
 import numpy as np
 
-from tff_meta.program import managers
-from tff_meta.run_folder import CHECKPOINTS_DIR, METRICS_FILE, TENSORBOARD_DIR
+from tff_meta.core import managers
+from tff_meta.core.run_folder import CHECKPOINTS_DIR, METRICS_FILE, TENSORBOARD_DIR
 
 
 def test_restore_gives_the_initial_state_then_the_newest_checkpoint(tmp_path):

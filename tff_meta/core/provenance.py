@@ -30,8 +30,8 @@ import subprocess
 import sys
 from typing import Dict, List, Optional
 
-from tff_meta.program import files
-from tff_meta.run_folder import PROVENANCE_FILE
+from tff_meta.core import files
+from tff_meta.core.run_folder import PROVENANCE_FILE
 
 FIELDS = ('time', 'code_version', 'start', 'command', 'machine')
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

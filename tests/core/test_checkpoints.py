@@ -1,4 +1,4 @@
-"""tff_meta/program/checkpoints.check_csv: a metric file checked before a resuming run appends.
+"""tff_meta/core/checkpoints.check_csv: a metric file checked before a resuming run appends.
 
 Its row checks are run_folder.csv_rows / not_a_number, shared with the run-file readers
 (tests/test_run_folder.py); here they raise CheckpointError with a resuming run's fix.
@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from tff_meta import run_folder
-from tff_meta.program import checkpoints
+from tff_meta.core import run_folder
+from tff_meta.core import checkpoints
 
 
 @pytest.mark.parametrize('content, allow_blank, message', [

@@ -1,11 +1,11 @@
-"""tff_meta.program.startup: TensorFlow's benign start-up lines are dropped, others kept."""
+"""tff_meta.core.startup: TensorFlow's benign start-up lines are dropped, others kept."""
 
 import os
 import subprocess
 import sys
 
 from tests.conftest import REPO
-from tff_meta.program import startup
+from tff_meta.core import startup
 
 
 def test_filter_drops_only_the_benign_lines():
@@ -26,7 +26,7 @@ def _python(code, **env):
 
 def test_a_program_start_prints_no_registration_errors_and_keeps_stderr_working():
   proc = _python('import os, sys\n'
-                 'from tff_meta.program import startup\n'
+                 'from tff_meta.core import startup\n'
                  'startup.import_tensorflow()\n'
                  'assert "tensorflow" in sys.modules\n'
                  'assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"\n'
@@ -38,7 +38,7 @@ def test_a_program_start_prints_no_registration_errors_and_keeps_stderr_working(
 
 def test_other_start_up_lines_still_show():
   # at level 0 TensorFlow logs its INFO lines too: they are not dropped
-  proc = _python('from tff_meta.program import startup\nstartup.import_tensorflow()\n',
+  proc = _python('from tff_meta.core import startup\nstartup.import_tensorflow()\n',
                  TF_CPP_MIN_LOG_LEVEL='0')
   assert proc.returncode == 0, proc.stderr
   assert 'Unable to register' not in proc.stderr

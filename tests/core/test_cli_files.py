@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tff_meta.program import cli, files
+from tff_meta.core import cli, files
 from tests.conftest import REPO
 from tests.helpers import folder_held_by_another_run, sigterm_after_first_line
 
@@ -99,7 +99,7 @@ def test_sigterm_stops_the_workers_and_ends_a_program_whose_shutdown_hangs():
   interpreter shutdown waiting forever (then cli's timer ends it after TERM_GRACE_S)."""
   script = textwrap.dedent("""
       import threading, time
-      from tff_meta.program import cli
+      from tff_meta.core import cli
       from tff_meta.runtime import workers
       cli.TERM_GRACE_S = 1.0
       def main(argv):
@@ -155,7 +155,7 @@ def test_require_folder(tmp_path):
 
 PROBE = """
 import sys
-from tff_meta.program import cli, files
+from tff_meta.core import cli, files
 try:
   files.claim_folder(sys.argv[1])
 except OSError as e:

@@ -1,4 +1,4 @@
-"""tff_meta/config_file.py: TOML in and out of a config dataclass, and its flags."""
+"""tff_meta/core/config_file.py: TOML in and out of a config dataclass, and its flags."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, ClassVar, Dict, Tuple
 import pytest
 from absl import flags
 
-from tff_meta import config_file
-from tff_meta.config_file import ConfigError, option, table
+from tff_meta.core import config_file
+from tff_meta.core.config_file import ConfigError, option, table
 from tff_meta.fewround import config as fewround_config
 from tff_meta.recommendation import config as recommend_config
 

@@ -11,7 +11,7 @@ The training loop (`program/training_loop.py`, `program/checkpoints.py`,
   final per-client test accuracies; written last, so a folder without it is a
   run still going (or killed);
 - `provenance.csv` (PROVENANCE_FILE): one row per start or resume, with the
-  code version that ran it (`tff_meta/provenance.py`);
+  code version that ran it (`tff_meta/core/provenance.py`);
 - `checkpoints/`, `tensorboard/` (with `tensorboard/eval/`) and, for
   algorithms with client state, `client_states/`.
 

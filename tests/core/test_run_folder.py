@@ -1,4 +1,4 @@
-"""tff_meta/run_folder.py on run folders written by hand: costs per round, resumes, search."""
+"""tff_meta/core/run_folder.py on run folders written by hand: costs per round, resumes, search."""
 
 import json
 import subprocess
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tff_meta import run_folder
+from tff_meta.core import run_folder
 
 CONFIG = ('algorithm = "fedavg"\ndataset = "digits"\nmodel = "mlp"\nsupport_fraction = 0.2\n'
           'seed = 3\n')
@@ -110,7 +110,7 @@ def test_find_run_folders_skips_checkpoints_and_lists_unfinished(tmp_path):
 
 
 def test_reading_runs_and_reports_load_no_tensorflow():
-  code = ('import sys; from tff_meta import run_folder; from tff_meta.analysis import report; '
+  code = ('import sys; from tff_meta.core import run_folder; from tff_meta.analysis import report; '
           'print("tensorflow" in sys.modules or "tensorflow_federated" in sys.modules)')
   out = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True,
                        check=True)
