@@ -1,4 +1,4 @@
-"""Shared pieces of the speed benchmarks (issue #8): real clients, the plain-TF
+"""Shared pieces of the speed benchmarks: real clients, the plain-TF
 reference round, clocks and summaries. Not a test; nothing here asserts speed.
 """
 
@@ -21,9 +21,9 @@ from tff_meta.analysis.tables import markdown_table
 from tff_meta.data import load_dataset, protocol
 from tff_meta.program.config import ExperimentConfig
 from tff_meta.program.runner_choice import choose_runner
-from tff_meta.runtime.chunked import MultiRoundCalls
 from tff_meta.runtime import workers
 from tff_meta.runtime.resident import ResidentRounds
+from tff_meta.runtime.rounds import PlainRounds
 
 # TFF and plain TF must agree after the first call to this relative tolerance.
 TOLERANCE = 1e-4
@@ -41,7 +41,7 @@ def define_setup_flags(model: str, clients: int, algorithm: str = 'fedmeta_maml'
   flags.DEFINE_string('model', model, 'Model registry name.')
   flags.DEFINE_string('algorithm', algorithm, 'Algorithm registry name.')
   flags.DEFINE_string('dataset', 'emnist', 'Dataset registry name (emnist, shakespeare, digits).')
-  flags.DEFINE_string('cache_dir', '../shared/data/tff', 'TFF sqlite folder (emnist, shakespeare).')
+  flags.DEFINE_string('cache_dir', os.path.expanduser('~/.tff'), 'TFF sqlite folder (emnist, shakespeare).')
   flags.DEFINE_integer('clients', clients, 'Clients per round.')
   flags.DEFINE_integer('examples', 100, 'Examples per client (support 20%, query 80%).')
   flags.DEFINE_list('worker_env', [], 'KEY=VALUE environment of every TFF worker, e.g. '
@@ -122,22 +122,24 @@ def tff_rounds(alg, batch, mode, pool, num_calls):
 
   `default` is the path `programs.train` takes with no flag: the runner the
   training loop's own `choose_runner` picks with the config defaults
-  (`rounds_per_call`, `resident_state`); `resident` is `ResidentRounds`; an
-  integer k is `MultiRoundCalls(process, k)`. The state is fetched after the
+  (`resident_state`); `resident` is `ResidentRounds`; `plain` is
+  `PlainRounds`. The state is fetched after the
   first call (the check) and the last.
   """
   needs_state = lambda r: r in (1, num_calls)
   if mode in ('default', 'resident'):
     if mode == 'default':
       defaults = ExperimentConfig()
-      runner = choose_runner(alg, pool, rounds_per_call=defaults.rounds_per_call,
+      runner = choose_runner(alg, pool,
                              resident_state=defaults.resident_state, num_clients=len(batch),
                              round_batch=lambda r: batch, needs_state=needs_state)
     else:
       runner = ResidentRounds(alg.process, pool.addresses[0], len(batch), needs_state)
     return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close
-  calls = MultiRoundCalls(alg.process, int(mode))
-  return int(mode), lambda state, call: calls.run(state, [batch] * int(mode))[0], lambda: None
+  if mode != 'plain':
+    raise ValueError(f'unknown mode {mode!r}: default, resident or plain.')
+  runner = PlainRounds(alg.process)
+  return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close
 
 
 def time_setting(alg, batch, mode, pool, calls, warmup):
@@ -232,7 +234,7 @@ def timing_cells(times) -> List[str]:
 
 
 def peak_rss_mb(pid: int) -> float:
-  """VmHWM (peak resident set) of a process, in MiB (the benchmarks' unit since issue #8)."""
+  """VmHWM (peak resident set) of a process, in MiB."""
   return workers.status_kib(pid, 'VmHWM') / 1024
 
 

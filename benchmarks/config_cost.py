@@ -1,7 +1,7 @@
 r"""Cost of committed configs: the worker's peak RSS and seconds per training round and per evaluation.
 
   python -m benchmarks.config_cost --configs=configs/fedmeta/table2_shakespeare_p20_maml.toml \
-      --cache_dir=../shared/data/tff --max_concurrent_calls=-1,2 --rounds=3
+      --cache_dir=<tff data folder> --max_concurrent_calls=-1,2 --rounds=3
 
 For each config and each --max_concurrent_calls value (the worker's bound on
 computation calls run at once; -1 = none), starts one local worker and runs
@@ -92,7 +92,7 @@ def measure(cfg, data, alg, bound: int):
     try:
       with tff.framework.get_context_stack().install(pool.context):
         state = alg.process.initialize()
-        runner = choose_runner(alg, pool, rounds_per_call=cfg.rounds_per_call,
+        runner = choose_runner(alg, pool,
                                resident_state=cfg.resident_state,
                                num_clients=sampler.num_clients,
                                round_batch=lambda r: sampler.sample(r).batch,

@@ -1,8 +1,8 @@
 r"""Times loading the shared EMNIST file and building 10 clients' round data.
 
-  python -m benchmarks.data_loading --cache_dir=../shared/data/tff
+  python -m benchmarks.data_loading --cache_dir=<tff data folder>
 
-Issue 3 asks that building a round's client datasets never dominates a
+Building a round's client datasets must never dominate a
 round. This measures, in one process:
 
   import  `import tensorflow` and the data modules (once per process);
@@ -28,7 +28,7 @@ startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noi
 
 from absl import app, flags, logging  # noqa: E402
 
-flags.DEFINE_string('cache_dir', '../shared/data/tff', 'Folder holding emnist_all.sqlite.')
+flags.DEFINE_string('cache_dir', os.path.expanduser('~/.tff'), 'Folder holding emnist_all.sqlite.')
 flags.DEFINE_bool('via_tff', False, 'Also time one load through TFF\'s ClientData (slow).')
 flags.DEFINE_integer('repeats', 3, 'Timed loads after the first.')
 flags.DEFINE_integer('clients_per_round', 10, 'Clients per round.')

@@ -1,13 +1,13 @@
-r"""FRL episode overhead: a TFF meta-training episode against the same math in plain TF (issue #14).
+r"""FRL episode overhead: a TFF meta-training episode against the same math in plain TF.
 
   python -m benchmarks.fewround_overhead --config=configs/fewround/femnist62_5way_iid_frl.toml \
-      --data_path=../shared/data/tff
+      --data_path=<tff data folder>
 
 One FRL meta-training episode (Park et al. Algorithm 1: R rounds of K
 clients, then the first-order meta-update) on the config's own seeded
 meta-train episodes, three ways:
 
-- `calls`: `process.run_episode`, what `programs.few_round` runs: 1 + R + 1
+- `calls`: `process.run_episode`, what `programs.train` runs: 1 + R + 1
   federated computations per episode (start, R rounds, meta-update), each
   with a single aggregation, as worker pools need;
 - `chained`: `process.next`, the same pieces chained into one federated
@@ -24,13 +24,15 @@ worker). Plain TF runs the same math with other kernels and reduction
 orders, and how far it ends from TFF after an episode depends on the local
 dynamics: at the FRL config's alpha = 0.003, E = 5 (GPAL on) the float-level
 differences grow to 0.84 of the step's norm, and with `--local_steps=1` to
-0.007 (docs/RESULTS.md §9a). The timings compare the same work either way.
+0.007 (docs/RESULTS.md). The timings compare the same work either way.
 
 Timing: --warmup untimed episodes (tracing, the worker's graph caches), then
 --episodes timed ones per mode, the modes alternating episode by episode so
 other load hits all alike. Wall and CPU seconds per episode (this process
 plus the TFF worker). Nothing here asserts speed.
 """
+
+import os
 
 from tff_meta.core import startup  # noqa: E402
 
@@ -42,7 +44,7 @@ from benchmarks import common  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string('config', 'configs/fewround/femnist62_5way_iid_frl.toml', 'Few-round config.')
-flags.DEFINE_string('data_path', '../shared/data/tff', 'The data folder (as programs.few_round).')
+flags.DEFINE_string('data_path', os.path.expanduser('~/.tff'), 'The data folder (as programs.train).')
 flags.DEFINE_string('method', 'frl_distance_gpal', 'frl_distance_gpal or frl_distance.')
 flags.DEFINE_integer('episodes', 10, 'Timed episodes per mode.')
 flags.DEFINE_integer('warmup', 2, 'Untimed episodes per mode first.')

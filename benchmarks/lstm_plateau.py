@@ -1,7 +1,7 @@
-r"""How long the Shakespeare LSTM sits at the unigram plateau under plain-TF Adam (issue #13).
+r"""How long the Shakespeare LSTM sits at the unigram plateau under plain-TF Adam.
 
-  python -m benchmarks.lstm_plateau --cache_dir=../shared/data/tff --lrs=0.01,0.001 --steps=150
-  python -m benchmarks.lstm_plateau --cache_dir=../shared/data/tff --batches=roles --max_clients=100
+  python -m benchmarks.lstm_plateau --cache_dir=<tff data folder> --lrs=0.01,0.001 --steps=150
+  python -m benchmarks.lstm_plateau --cache_dir=<tff data folder> --batches=roles --max_clients=100
 
 FedMeta(MAML) takes one server Adam step per round (FedMeta Appendix A.2, beta
 = 0.01 for Shakespeare, Table 4). This asks what a step budget of that size

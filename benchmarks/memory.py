@@ -1,17 +1,17 @@
-r"""Memory over many rounds: peak RSS and RSS growth of Python and the TFF worker (issue #8).
+r"""Memory over many rounds: peak RSS and RSS growth of Python and the TFF worker.
 
-  python -m benchmarks.memory --cache_dir=../shared/data/tff
-  python -m benchmarks.memory --model=femnist_cnn --rounds=300 --rounds_per_call=10
+  python -m benchmarks.memory --cache_dir=<tff data folder>
+  python -m benchmarks.memory --model=femnist_cnn --rounds=300 --resident_state
 
 Runs --rounds rounds of one algorithm on clients sampled per round from a
 pool of real clients (as the training loop does, so client data sizes vary
-from round to round), through `ChunkedRounds` with --rounds_per_call (or
+from round to round), through `PlainRounds` (or
 `ResidentRounds` with --resident_state). Samples
 the resident set (VmRSS) of this process and of the worker after --warmup
 rounds and every --every rounds, and prints, per process: RSS after warm-up,
 RSS at the end, growth in % of the post-warm-up RSS, the largest RSS sampled
 after warm-up, and the peak (VmHWM). TFF issues report per-round leaks;
-the growth must stay bounded (issue #8 target: < 5% over 300 rounds).
+the growth must stay bounded (target: < 5% over 300 rounds).
 """
 
 import os
@@ -26,16 +26,15 @@ import tensorflow_federated as tff  # noqa: E402
 from benchmarks import common  # noqa: E402
 from tff_meta.core import logs  # noqa: E402
 from tff_meta.program.training_loop import RoundSampler  # noqa: E402
-from tff_meta.runtime.chunked import ChunkedRounds  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.resident import ResidentRounds  # noqa: E402
+from tff_meta.runtime.rounds import PlainRounds  # noqa: E402
 
 common.define_setup_flags(model='mlp', clients=4)
 flags.DEFINE_integer('pool_clients', 40, 'Real clients to sample from.')
 flags.DEFINE_integer('rounds', 300, 'Rounds after warm-up.')
 flags.DEFINE_integer('warmup', 10, 'Rounds before the baseline sample.')
 flags.DEFINE_integer('every', 50, 'Sample RSS every N rounds.')
-flags.DEFINE_integer('rounds_per_call', 1, 'Rounds per TFF call.')
 flags.DEFINE_bool('resident_state', False, 'Keep the state on the worker (runtime/resident.py).')
 FLAGS = flags.FLAGS
 
@@ -45,7 +44,6 @@ def main(argv):
   logs.quiet()
   ds, clients, model = common.load_setup(FLAGS, FLAGS.pool_clients)
   alg = common.build_algorithm(FLAGS.algorithm, model)
-  k = FLAGS.rounds_per_call
   env = common.worker_env(FLAGS.worker_env)
   total = FLAGS.warmup + FLAGS.rounds
 
@@ -53,7 +51,7 @@ def main(argv):
   round_batch = lambda r: sampler.sample(r).batch
 
   print(f'{alg.display_name}, {FLAGS.model} ({model.num_parameters:,} parameters), '
-        f'{FLAGS.clients} of {len(clients)} clients per round, rounds_per_call={k}, '
+        f'{FLAGS.clients} of {len(clients)} clients per round, '
         f'resident_state={FLAGS.resident_state}, worker env {env}, '
         f'{FLAGS.rounds} rounds after {FLAGS.warmup} warm-up; {common.machine()}')
   with WorkerPool.local(1, env=env) as pool:
@@ -62,7 +60,7 @@ def main(argv):
     if FLAGS.resident_state:
       runner = ResidentRounds(alg.process, pool.addresses[0], FLAGS.clients, sampled)
     else:
-      runner = ChunkedRounds(alg.process, k, round_batch, needs_state=sampled)
+      runner = PlainRounds(alg.process)
     samples = {name: {} for name in pids}
     with tff.framework.get_context_stack().install(pool.context), common.Clock() as clock:
       state = alg.process.initialize()

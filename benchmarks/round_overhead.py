@@ -1,19 +1,17 @@
-r"""Round overhead: a TFF round against the same math in one plain-TF graph (issue #8).
+r"""Round overhead: a TFF round against the same math in one plain-TF graph.
 
-  python -m benchmarks.round_overhead --model=femnist_cnn --dataset=emnist --cache_dir=../shared/data/tff
+  python -m benchmarks.round_overhead --model=femnist_cnn --dataset=emnist --cache_dir=<tff data folder>
   python -m benchmarks.round_overhead --model=mlp --dataset=digits --examples=16
-  python -m benchmarks.round_overhead --model=shakespeare_lstm --dataset=shakespeare --cache_dir=../shared/data/tff
+  python -m benchmarks.round_overhead --model=shakespeare_lstm --dataset=shakespeare --cache_dir=<tff data folder>
 
 For each algorithm and each --modes entry, the same real clients' data are
 run for every round:
 - TFF, on a project-owned local C++ worker:
   - `default`: what `programs.train` runs with no flag, the runner the
     training loop's own `choose_runner` picks from the config defaults
-    (today the resident path below, issue #13);
-  - k (an integer): `MultiRoundCalls(process, k)`: one `process.next` per
-    round for k = 1 (the state travels between Python and the worker every
-    round), one k-round computation per call for k > 1
-    (`tff_meta/algorithms/multi_round.py`; the state travels once per call);
+    (today the resident path below);
+  - `plain`: `PlainRounds`, one `process.next` per round (the state travels
+    between Python and the worker every round);
   - `resident`: `ResidentRounds` (`tff_meta/runtime/resident.py`): one
     `process.next` per round, the state stays on the worker and is fetched
     only after the first and the last call;
@@ -45,9 +43,9 @@ from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 common.define_setup_flags(model='femnist_cnn', clients=4)
 flags.DEFINE_list('algorithms', ['fedavg', 'fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd'],
                   'Algorithms to time (overrides --algorithm).')
-flags.DEFINE_list('modes', ['default', '1', '10'],
+flags.DEFINE_list('modes', ['default', 'plain'],
                   'Settings to time: default = the path programs.train takes with no flag '
-                  '(runner_choice.choose_runner); an integer k = rounds_per_call k; resident = the '
+                  '(runner_choice.choose_runner); plain = one process.next per round; resident = the '
                   'state stays on the worker (one round per call).')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting (median, min, max reported).')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first (the first one is checked).')

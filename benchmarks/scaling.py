@@ -1,7 +1,7 @@
-r"""Scaling of the TFF round against plain TF with clients per round and model size (issue #8).
+r"""Scaling of the TFF round against plain TF with clients per round and model size.
 
-  python -m benchmarks.scaling --cache_dir=../shared/data/tff
-  python -m benchmarks.scaling --models=femnist_cnn --clients_list=4,16,64 --modes=1,resident
+  python -m benchmarks.scaling --cache_dir=<tff data folder>
+  python -m benchmarks.scaling --models=femnist_cnn --clients_list=4,16,64 --modes=plain,resident
 
 For each model (on the same EMNIST clients: logistic regression 50K, MLP,
 FEMNIST CNN 6.6M parameters) and each number of clients per round, times one
@@ -26,9 +26,9 @@ from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 common.define_setup_flags(model='femnist_cnn', clients=4)
 flags.DEFINE_list('models', ['logistic_regression', 'mlp', 'femnist_cnn'], 'Models to time.')
 flags.DEFINE_list('clients_list', ['4', '16', '64'], 'Clients per round.')
-flags.DEFINE_list('modes', ['default', '1'],
+flags.DEFINE_list('modes', ['default', 'plain'],
                   'Settings to time (see round_overhead): default = programs.train\'s path; '
-                  'k = rounds_per_call; resident.')
+                  'plain; resident.')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting.')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first.')
 FLAGS = flags.FLAGS

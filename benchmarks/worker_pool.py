@@ -1,6 +1,6 @@
-r"""Worker pools: 2 loopback workers against 1 on a compute-bound round (issue #8).
+r"""Worker pools: 2 loopback workers against 1 on a compute-bound round.
 
-  python -m benchmarks.worker_pool --cache_dir=../shared/data/tff
+  python -m benchmarks.worker_pool --cache_dir=<tff data folder>
   python -m benchmarks.worker_pool --model=mlp --clients=32
   python -m benchmarks.worker_pool --clients=32 --resident_state
 

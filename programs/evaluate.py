@@ -1,10 +1,10 @@
 r"""Re-evaluates a finished programs.train run's saved state with other evaluation settings.
 
   python -m programs.evaluate --run_dir=runs/fedmeta/table2_femnist_p20_maml \
-      --eval_inner_steps=0,1,5 --cache_dir=../shared/data/tff
+      --eval_inner_steps=0,1,5 --cache_dir=<tff data folder>
 
   python -m programs.evaluate --run_dir=runs/fedmeta/table2_femnist_p20_maml \
-      --cache_dir=../shared/data/tff --clients_from=leaf_femnist:../shared/data/leaf/femnist
+      --cache_dir=<tff data folder> --clients_from=leaf_femnist:<leaf femnist folder>
 
 Rebuilds the run's data, clients, model and algorithm from its config.toml,
 loads a checkpoint (--round, default the newest) and scores its global
@@ -13,7 +13,7 @@ combination of --eval_inner_steps, --eval_inner_lr and --finetune_epochs (none
 given: the run's own evaluation, which repeats its eval.csv row). Nothing is
 trained and the run's files are not changed; the table goes to stdout and to
 <run_dir>/reevaluation.json and .md (or --output; --markdown=false writes the
-.json alone, e.g. into a folder of scores for programs.rescored_report). --clients_from scores the
+.json alone, e.g. into a folder of scores for research.rescored). --clients_from scores the
 clients of another dataset instead of the test clients (e.g. writers the run
 never saw), each split by the run's support fraction and seed; --support_fraction
 splits the scored clients at another fraction (FedAvg trained once gives every
@@ -43,7 +43,7 @@ flags.DEFINE_string('split', 'test', 'The clients to score: test or validation (
                     'training clients\' held-out sets, when the run keeps them).')
 flags.DEFINE_string('clients_from', None, 'Score the clients of another dataset in place of the '
                     'test clients, as DATASET[:FOLDER], e.g. FEMNIST writers the run never saw: '
-                    'leaf_femnist:../shared/data/leaf/femnist. Each client is split into support '
+                    'leaf_femnist:<leaf femnist folder>. Each client is split into support '
                     'and query by the run\'s support fraction and seed.')
 flags.DEFINE_float('support_fraction', None, 'Split the scored clients at this support fraction '
                    'instead of the run\'s, e.g. 0.5: a FedAvg or FedAvg(Meta) run at 20% then '
@@ -56,7 +56,7 @@ flags.DEFINE_string('output', None, 'Output path stem (.json and .md); default '
                     '<run_dir>/reevaluation.')
 flags.DEFINE_boolean('markdown', True, 'Also write the table as <output>.md beside the scores '
                      '(.json). --markdown=false writes the .json alone, e.g. into a folder of '
-                     'scores that programs.rescored_report reads. The table is printed either way.')
+                     'scores that research.rescored reads. The table is printed either way.')
 executor.define_flags(flags)
 FLAGS = flags.FLAGS
 

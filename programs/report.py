@@ -1,4 +1,4 @@
-r"""Turns finished run folders into a report: tables, convergence, fairness and cost plots.
+r"""Turns finished run folders of any task into a report: tables and plots.
 
   python -m programs.report --runs=out/demo --output_dir=out/demo/report
   python -m programs.report --runs=runs/femnist_short,runs/shakespeare --output_dir=out/report \
@@ -6,7 +6,12 @@ r"""Turns finished run folders into a report: tables, convergence, fairness and 
   python -m programs.report --runs=docs/runs/fedmeta --output_dir=out/r --reference=fedavg_meta
 
 Every folder under --runs (searched recursively) that holds results.json and
-config.toml is a run: what programs.train, compare, sweep and reproduce write.
+config.toml is a run; each task reads its own (`tff_meta/program/tasks.py`):
+few-round runs get Park et al. Tables 1 and 3 with error bars
+(`analysis/fewround_report.py`), recommendation runs Chen et al. (2018b)
+Table 3 with error bars (`analysis/recommend_report.py`), and classification
+runs what follows. With runs of several tasks, each task's report goes to
+--output_dir/<task>. Classification runs: what programs.train, compare, sweep and reproduce write.
 Runs are grouped by method and setting (dataset, model, support fraction); the
 runs of a group are its seeds. Writes to --output_dir:
 
@@ -36,42 +41,59 @@ import sys
 
 from tff_meta.core import startup  # noqa: E402
 
-startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
+startup.import_tensorflow()   # first: TF's start-up noise dropped; the configs' defaults need it
 
 from absl import flags  # noqa: E402
 
-from tff_meta.core import run_folder  # noqa: E402
-from tff_meta.analysis import report  # noqa: E402
 from tff_meta.core import cli  # noqa: E402
+from tff_meta.core import run_folder  # noqa: E402
+from tff_meta.program import tasks  # noqa: E402
 
 flags.DEFINE_list('runs', None, 'Comma-separated folders to search (recursively) for run folders.')
 flags.DEFINE_string('output_dir', None, 'Where to write report.md, the CSV and the plots.')
 flags.DEFINE_string('target_accuracy', '',
-                    'Target test accuracy as a fraction for the cost-to-target columns and '
-                    'cost.png: "0.74" for every dataset, or "emnist=0.74,shakespeare=0.38" '
-                    '(a bare value is the default for the others). Empty: FedMeta Fig. 3\'s '
-                    'targets for FEMNIST, Shakespeare and Sent140.')
+                    'Classification: target test accuracy as a fraction for the cost-to-target '
+                    'columns and cost.png: "0.74" for every dataset, or '
+                    '"emnist=0.74,shakespeare=0.38" (a bare value is the default for the others). '
+                    'Empty: FedMeta Fig. 3\'s targets for FEMNIST, Shakespeare and Sent140.')
 flags.DEFINE_string('reference', None,
-                    'The algorithm the paired "vs" column subtracts per test client, e.g. '
-                    'fedavg_meta; default FedAvg (the paper\'s baseline). The cost ratios stay '
-                    'FedAvg\'s cost divided by each method\'s (FedMeta Fig. 3).')
+                    'The method every other is paired against; default per task: FedAvg '
+                    '(classification, FedMeta\'s baseline), fine-tuning via FedAvg (few-round, Park '
+                    'et al. Table 1), NN(pre-trained) (recommendation, Chen et al. 2018b Table 3).')
 flags.mark_flags_as_required(['runs', 'output_dir'])
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-  del argv
-  result = report.build_report(FLAGS.runs, FLAGS.output_dir, FLAGS.target_accuracy,
-                               FLAGS.reference)
-  for u in result['unfinished']:
-    print(f'note: left out unfinished run folder (no {run_folder.RESULTS_FILE}): {u}',
-          file=sys.stderr)
+def _classification(folders, output_dir):
+  from tff_meta.analysis import report  # pylint: disable=g-import-not-at-top
+  result = report.build_report(folders, output_dir, FLAGS.target_accuracy, FLAGS.reference)
   for n in result['notes']:
     print(f'note: {n}', file=sys.stderr)
-  md = result['markdown']
-  print(md.split('\n## Figures')[0].rstrip())
+  print(result['markdown'].split('\n## Figures')[0].rstrip())
   names = ', '.join(os.path.basename(f) for f in result['files'])
-  print(f'\nWrote to {FLAGS.output_dir}: {names}')
+  print(f'\nWrote to {output_dir}: {names}')
+
+
+def main(argv):
+  del argv
+  found, unfinished = tasks.report_runs(FLAGS.runs)
+  for u in unfinished:
+    print(f'note: left out unfinished run folder (no {run_folder.RESULTS_FILE}): {u}',
+          file=sys.stderr)
+  if not found:
+    raise run_folder.RunFolderError(
+        f'no run folders (a folder holding {run_folder.RESULTS_FILE} and '
+        f'{run_folder.CONFIG_FILE}) under {", ".join(FLAGS.runs)}; give the folders a training '
+        'program wrote')
+  for name, folders in found.items():
+    out = FLAGS.output_dir if len(found) == 1 else os.path.join(FLAGS.output_dir, name)
+    if len(found) > 1:
+      print(f'\n# {name} ({len(folders)} run folders)\n')
+    if name == 'classification':
+      _classification(folders if len(found) > 1 else FLAGS.runs, out)
+      continue
+    module = tasks.report_module(name)
+    cli.print_report(module.build(folders, out, FLAGS.reference or module.REFERENCE), out)
 
 
 if __name__ == '__main__':

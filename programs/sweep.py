@@ -1,113 +1,23 @@
-r"""Grid search for one algorithm, selected on validation clients (never on test).
+r"""A grid of config values for any task, selected on validation data (never on test).
 
   python -m programs.sweep --config=configs/demo/digits.toml --algorithm=fedmeta_maml \
-      --grid="inner_lr=0.05,0.1,0.3;server_lr=0.001,0.003,0.01"
+      --grid=inner_lr=0.05,0.1,0.3 --grid=server_lr=0.001,0.003,0.01 --seeds=0,1,2
+  python -m programs.sweep --config=configs/fewround/femnist62_5way_iid.toml \
+      --methods=fedavg --grid=inner_lr=0.003,0.01,0.03 --grid=local_steps=1,5
 
-Runs every combination through the same training loop as programs/train.py
-(same data, clients and seed), each in its own folder under --output_dir, and
-prints a table of final validation and test accuracy. With --seeds=0,1,2 every
-combination runs once per seed (each seed draws its own client split, so its own
-validation clients) and the selection uses the mean validation accuracy over the
-seeds. The best combination by validation accuracy is marked; put it in the
-config's [method_hparams] table. Test accuracy is printed for the record only.
-Finished runs are read back, so an interrupted sweep continues.
+The config's keys say its task (`tff_meta/program/tasks.py`). Classification
+runs every combination through the training loop of `programs.train` and
+selects by mean validation-client accuracy over --seeds; few-round learning
+scores every combination on validation classes. Each combination runs in its
+own folder under --output_dir; the test column, where printed, is for the
+record and never selects.
 """
-
-import dataclasses
-import itertools
-import os
 
 from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
-import numpy as np  # noqa: E402
-from absl import flags  # noqa: E402
-
-from tff_meta.analysis import tables  # noqa: E402
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import executor, experiment  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
-from tff_meta.core import files
-
-flags.DEFINE_string('config', 'configs/demo/digits.toml', 'TOML experiment config.')
-flags.DEFINE_string('algorithm', None, 'Algorithm to tune (default: the config\'s).')
-flags.DEFINE_string('grid', None, 'key=v1,v2;key2=v1,v2 over config/hparams keys.', required=True)
-flags.DEFINE_string('output_dir', None, 'Folder for the runs (default runs/sweep_<algorithm>).')
-flags.DEFINE_integer('rounds', None, 'Override the config\'s rounds.')
-flags.DEFINE_list('seeds', None, 'Seeds to average the selection over (default: the config\'s seed); '
-                  'seed s runs in <setting>/seed<s>.')
-executor.define_flags(flags)
-FLAGS = flags.FLAGS
-
-
-def parse_grid(text):
-  grid = {}
-  for part in filter(None, (p.strip() for p in text.split(';'))):
-    key, _, values = part.partition('=')
-    if not values:
-      raise config_lib.ConfigError(f'--grid entry {part!r} is not key=v1,v2,...')
-    grid[key.strip()] = [v.strip() for v in values.split(',') if v.strip()]
-  return grid
-
-
-def main(argv):
-  del argv
-  try:
-    cfg = config_lib.load(FLAGS.config, {'rounds': FLAGS.rounds})
-    algorithm = FLAGS.algorithm or cfg.algorithm
-    cfg = dataclasses.replace(cfg, method_hparams={})   # the grid decides these values
-    grid = parse_grid(FLAGS.grid)
-    out = FLAGS.output_dir or os.path.join('runs', f'sweep_{algorithm}')
-    combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    try:
-      seeds = [int(x) for x in FLAGS.seeds] if FLAGS.seeds else [cfg.seed]
-    except ValueError:
-      raise config_lib.ConfigError(f'--seeds must be integers >= 0, e.g. --seeds=0,1,2; got '
-                                   f'{",".join(FLAGS.seeds)!r}') from None
-    if min(seeds) < 0:
-      raise config_lib.ConfigError(f'--seeds must be integers >= 0, got {min(seeds)}.')
-    configs = []
-    for combo in combos:
-      tag = '_'.join(f'{k}={v}' for k, v in combo.items())
-      for seed in seeds:
-        folder = os.path.join(out, tag, f'seed{seed}') if FLAGS.seeds else os.path.join(out, tag)
-        run_cfg = config_lib.apply_overrides(cfg, dict(combo, seed=seed)).for_algorithm(
-            algorithm, folder).validate()
-        configs.append((tag, seed, run_cfg))
-    files.require_folder(out)
-    prepared = {}   # seed -> (data, model): the client split depends on the seed
-
-    def data_and_model(run_cfg):
-      if run_cfg.seed not in prepared:
-        split = experiment.prepare_data(run_cfg)
-        prepared[run_cfg.seed] = (split, experiment.build_model(run_cfg, split))
-      return prepared[run_cfg.seed]
-
-    data_and_model(configs[0][2])   # bad data or model options fail before any training
-    pool = executor.make_pool(FLAGS, log_dir=out, max_concurrent_calls=cfg.max_concurrent_calls)
-  except ValueError as e:   # before training, e.g. a grid value out of range
-    errors.fail(e)
-  scores = {}   # tag -> [(validation %, test %) per seed]
-  with pool:   # user errors from here on end in errors.run
-    for tag, seed, run_cfg in configs:
-      data, model = data_and_model(run_cfg)
-      result = experiment.run(run_cfg, data=data, model=model, pool=pool, show_progress=False)
-      last = result.history[-1]
-      val, test = 100 * last.get('validation_accuracy', float('nan')), 100 * result.test.accuracy
-      scores.setdefault(tag, []).append((val, test))
-      print(f'{tag} seed {seed}: validation {val:.2f}%  test {test:.2f}%', flush=True)
-  rows = [(tag, np.mean([v for v, _ in s]), np.std([v for v, _ in s]),
-           np.mean([t for _, t in s]), np.std([t for _, t in s])) for tag, s in scores.items()]
-  best = max(rows, key=lambda r: r[1])[0]
-  print(f'\n{algorithm} on {cfg.dataset}, {cfg.rounds} rounds, seeds {",".join(map(str, seeds))}; '
-        'selected by mean validation accuracy (*)\n')
-  pm = (lambda m, sd: f'{m:.2f} ± {sd:.2f}') if len(seeds) > 1 else (lambda m, sd: f'{m:.2f}')
-  print(tables.markdown_table(
-      ['Setting', 'Validation %', 'Test %'],
-      [[f'{tag}{" *" if tag == best else ""}', pm(val, val_std), pm(test, test_std)]
-       for tag, val, val_std, test, test_std in rows]))
-
+from tff_meta.program import tasks  # noqa: E402
 
 if __name__ == '__main__':
-  errors.run(main)
+  tasks.run_program('sweep')

@@ -1,48 +1,23 @@
-r"""Trains one algorithm from a config, under tff.program (checkpoints, resume, metrics).
+r"""Trains any task from its config: classification, few-round learning or recommendation.
 
   python -m programs.train --config=configs/demo/digits.toml --algorithm=fedmeta_maml
-  python -m programs.train --config=configs/fedmeta/table2_femnist_p20_maml.toml --cache_dir=../shared/data/tff
+  python -m programs.train --config=configs/fedmeta/table2_femnist_p20_maml.toml --cache_dir=<tff data folder>
+  python -m programs.train --config=configs/fewround/femnist62_5way_iid.toml --cache_dir=<tff data folder>
+  python -m programs.train --config=configs/recommend/movielens_p80.toml --data_path=<ml-100k folder>
 
-Every config field has an override flag (see --helpfull). Outputs go to
---output_dir (default runs/<name>): metrics.csv, eval.csv, tensorboard/,
-checkpoints/, config.toml, results.json. Re-running the same command after a
-kill resumes from the last checkpoint.
+The config's keys say its task (`tff_meta/program/tasks.py`); the task's
+command defines the flags: every config field has an override flag (see
+--helpfull with a --config). Outputs go to --output_dir (default
+runs/<name>): config.toml, results.json, metrics, TensorBoard logs and
+checkpoints. Re-running the same command after a kill resumes from the last
+checkpoint.
 """
 
 from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
-from absl import flags  # noqa: E402
-
-from tff_meta.analysis import tables  # noqa: E402
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import executor, experiment  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
-from tff_meta.core import files
-
-config_lib.define_flags(flags)
-flags.adopt_module_key_flags(config_lib)
-flags.DEFINE_bool('progress', True, 'Show a progress bar.')
-executor.define_flags(flags)
-FLAGS = flags.FLAGS
-
-
-def main(argv):
-  del argv
-  try:
-    cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS)).validate()
-    files.require_folder(cfg.resolved_output_dir())
-  except ValueError as e:   # before training, e.g. support_fraction out of (0, 1)
-    errors.fail(e)
-  data = experiment.prepare_data(cfg)   # bad data or model options stop here, before any write
-  model = experiment.build_model(cfg, data)
-  with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir(),
-                          max_concurrent_calls=cfg.max_concurrent_calls) as pool:
-    result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress)
-  print(tables.format_table([result.row()]))
-  print(f'\nOutputs in {result.output_dir}')
-
+from tff_meta.program import tasks  # noqa: E402
 
 if __name__ == '__main__':
-  errors.run(main)
+  tasks.run_program('train')

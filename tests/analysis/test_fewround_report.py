@@ -1,5 +1,5 @@
 """The few-round report across seeds (tff_meta.analysis.fewround_report,
-programs/few_round_report.py), on run folders written by few-round's own writer
+programs/report.py), on run folders written by few-round's own writer
 (`fewround.experiment.write`), checked against hand computation."""
 
 import dataclasses
@@ -173,7 +173,7 @@ def test_other_programs_results_are_skipped_and_bad_json_is_an_error(runs, tmp_p
 
 
 def _program(*args):
-  return subprocess.run([sys.executable, '-m', 'programs.few_round_report', *args], cwd=REPO,
+  return subprocess.run([sys.executable, '-m', 'programs.report', *args], cwd=REPO,
                         capture_output=True, text=True, timeout=300,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
 
@@ -194,7 +194,7 @@ def test_program_errors_are_one_line(tmp_path):
   empty = tmp_path / 'empty'
   empty.mkdir()
   for runs, message in ((tmp_path / 'nope', 'is not a folder'),
-                        (empty, 'no few-round run folder')):
+                        (empty, 'no run folders')):
     proc = _program(f'--runs={runs}', f'--output_dir={tmp_path / "out"}')
     assert proc.returncode != 0
     assert proc.stderr.strip().startswith('error:') and message in proc.stderr

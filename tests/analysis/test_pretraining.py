@@ -1,5 +1,5 @@
 """Pre-training shared by cells (tff_meta.analysis.pretraining), on pretrain/metrics.csv files
-written as `programs.few_round` writes them, checked by hand; and its section of the few-round
+written as `programs.train` writes them, checked by hand; and its section of the few-round
 report, grouped by setting, seed and variant."""
 
 import csv

@@ -1,5 +1,5 @@
 """The recommendation report across seeds (tff_meta.analysis.recommend_report,
-programs/recommend_report.py), on run folders laid out as programs.recommend
+programs/report.py), on run folders laid out as programs.train
 writes them (config.toml from the real config, results.json rows), checked
 against hand computation."""
 
@@ -177,7 +177,7 @@ def test_one_seed_shows_its_values_without_a_spread(tmp_path):
 
 
 def test_program_reports_and_refuses_a_folder_without_runs(runs, tmp_path):
-  cmd = [sys.executable, '-m', 'programs.recommend_report', f'--runs={runs}',
+  cmd = [sys.executable, '-m', 'programs.report', f'--runs={runs}',
          f'--output_dir={tmp_path / "out"}']
   ok = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
   assert ok.returncode == 0, ok.stderr
@@ -187,4 +187,4 @@ def test_program_reports_and_refuses_a_folder_without_runs(runs, tmp_path):
   bad = subprocess.run(cmd[:3] + [f'--runs={empty}', f'--output_dir={tmp_path / "o2"}'],
                        cwd=REPO, capture_output=True, text=True, check=False)
   assert bad.returncode != 0 and 'Traceback' not in bad.stderr
-  assert bad.stderr.strip().splitlines()[-1].startswith('error: --runs: no recommendation run')
+  assert bad.stderr.strip().splitlines()[-1].startswith('error: no run folders')

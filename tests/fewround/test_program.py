@@ -1,4 +1,4 @@
-"""programs/few_round.py end to end (FEMNIST-62, one cheap method) and its input errors.
+"""programs/train.py end to end (FEMNIST-62, one cheap method) and its input errors.
 
 The runs read the 12-writer FEMNIST fixture (tests/fixtures/tff: 7 images of each letter, 12 of
 each digit), so their episodes take 6 images per class over 3 clients: one support and one
@@ -31,7 +31,7 @@ CONFIG = 'configs/fewround/femnist62_5way_iid.toml'
 
 def _run(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run([sys.executable, '-m', 'programs.few_round', '--progress=false', *args],
+  return subprocess.run([sys.executable, '-m', 'programs.train', '--progress=false', *args],
                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -79,7 +79,7 @@ def test_sweep_scores_every_combination_on_validation_classes(tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   out = tmp_path / 'sweep'
   proc = subprocess.run(
-      [sys.executable, '-m', 'programs.few_round_sweep', '--progress=false',
+      [sys.executable, '-m', 'programs.sweep', '--progress=false',
        f'--config={CONFIG}', '--methods=fedavg', '--test_episodes=2', '--test_rounds=1',
        '--examples_per_class=6', '--num_clients=3', '--grid=inner_lr=0.003,0.03',
        f'--data_path={os.path.join(FIXTURES, "tff")}', f'--output_dir={out}'],
@@ -95,7 +95,7 @@ def test_sweep_scores_every_combination_on_validation_classes(tmp_path):
 
 def test_sweep_rejects_a_bad_grid(tmp_path):
   proc = subprocess.run(
-      [sys.executable, '-m', 'programs.few_round_sweep', f'--config={CONFIG}',
+      [sys.executable, '-m', 'programs.sweep', f'--config={CONFIG}',
        '--grid=learning_rate=0.1', f'--output_dir={tmp_path}'],
       cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'), capture_output=True, text=True,
       timeout=300)
@@ -229,10 +229,10 @@ def test_a_learned_temperature_is_meta_trained_and_reported(tmp_path):
   assert info['temperature'] != pytest.approx(1.0, abs=1e-3)
   assert np.isfinite(info['temperature']) and info['temperature'] > 0
 
-  # benchmarks/fewround_embedding.py reads every kept phi of that run, tau included
+  # research/fewround_embedding.py reads every kept phi of that run, tau included
   def embedding(*args):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-    return subprocess.run([sys.executable, '-m', 'benchmarks.fewround_embedding', *args],
+    return subprocess.run([sys.executable, '-m', 'research.fewround_embedding', *args],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
   proc = embedding(f'--run_dir={out}', '--method=frl_distance', data, '--episodes=1')
   assert proc.returncode == 0, proc.stderr[-2000:]
@@ -266,7 +266,7 @@ def test_a_stopped_test_phase_resumes_after_its_saved_episodes(tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   log = tmp_path / 'stopped.log'             # a file, not a pipe: TF's logging would fill one
   with open(log, 'w') as f:
-    run = subprocess.Popen([sys.executable, '-m', 'programs.few_round', '--progress=false',
+    run = subprocess.Popen([sys.executable, '-m', 'programs.train', '--progress=false',
                             *common, f'--output_dir={out}'], cwd=REPO, env=env, stdout=f,
                            stderr=subprocess.STDOUT)
     deadline = time.time() + 600

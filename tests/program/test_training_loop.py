@@ -1,6 +1,6 @@
 """The training loop's one stop rule (`Schedule`), one client sampling
 (`RoundSampler`) and its evaluation in calls of clients (`eval_calls`). Whole
-runs are checked in test_rounds_per_call.py, test_resample.py,
+runs are checked in test_resample.py,
 test_client_states.py and tests/programs/test_train.py."""
 
 import numpy as np
@@ -34,7 +34,7 @@ def test_sampler_gives_the_seeded_clients_and_their_data():
 
 
 def test_sampler_builds_each_round_once(monkeypatch):
-  """ChunkedRounds samples the rounds of a call ahead; the loop then asks for the
+  """A caller may sample rounds ahead; when the loop then asks for the
   same rounds: their data is built once, and matches a fresh sampler's."""
   data = helpers.digits_protocol()
   built = []

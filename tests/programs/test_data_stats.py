@@ -1,4 +1,4 @@
-"""Tests for programs/data_stats.py (run as a subprocess) and tff_meta.data.stats."""
+"""Tests for programs/data.py (run as a subprocess) and tff_meta.data.stats."""
 
 import json
 import os
@@ -17,7 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _run(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run([sys.executable, '-m', 'programs.data_stats', *args], cwd=REPO, env=env,
+  return subprocess.run([sys.executable, '-m', 'programs.data', *args], cwd=REPO, env=env,
                         capture_output=True, text=True, timeout=120)
 
 

@@ -1,4 +1,4 @@
-"""programs/recommend.py end to end on a generated ml-100k-format folder, and its errors."""
+"""programs/train.py end to end on a generated ml-100k-format folder, and its errors."""
 
 import json
 import os
@@ -24,7 +24,7 @@ SMALL = ['--episodes=4', '--eval_every=2', '--checkpoint_every=2', '--inner_step
 
 def _run(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
-  return subprocess.run([sys.executable, '-m', 'programs.recommend', *args], cwd=REPO, env=env,
+  return subprocess.run([sys.executable, '-m', 'programs.train', *args], cwd=REPO, env=env,
                         capture_output=True, text=True, timeout=300)
 
 

@@ -176,7 +176,7 @@ def test_emnist_sqlite_with_another_schema(runner, tmp_path):
 
 def test_emnist_sqlite_that_is_empty(runner, tmp_path):
   path = write(str(tmp_path / 'tff' / 'emnist_all.sqlite'), b'')
-  proc = runner.run('programs.data_stats', '--dataset=emnist', f'--cache_dir={tmp_path / "tff"}')
+  proc = runner.run('programs.data', '--dataset=emnist', f'--cache_dir={tmp_path / "tff"}')
   assert_clean_error(proc, path)
 
 
@@ -184,7 +184,7 @@ def test_emnist_sqlite_that_is_empty(runner, tmp_path):
                                      '', '[1, 2]', '\x00\x01binary'])
 def test_leaf_json_damaged(runner, tmp_path, content):
   path = write(str(tmp_path / 'leaf' / 'all_data' / 'all_data_0.json'), content)
-  proc = runner.run('programs.data_stats', '--dataset=leaf_femnist',
+  proc = runner.run('programs.data', '--dataset=leaf_femnist',
                     f'--data_option=path={tmp_path / "leaf" / "all_data"}')
   assert_clean_error(proc, 'all_data_0.json')
 
@@ -201,7 +201,7 @@ def _movielens(folder, ratings):
     ('1\t1\t5\t8812\n1\t1\t9\t8812\n', 'line 2'), (b'\xff\xfe\x00\x00', 'u.data')])
 def test_movielens_u_data_malformed(runner, tmp_path, ratings, expect):
   path = _movielens(str(tmp_path / 'ml'), ratings)
-  proc = runner.run('programs.data_stats', '--dataset=movielens',
+  proc = runner.run('programs.data', '--dataset=movielens',
                     f'--data_option=path={tmp_path / "ml"}')
   line = assert_clean_error(proc, expect)
   assert path in line
@@ -211,7 +211,7 @@ def test_movielens_u_data_malformed(runner, tmp_path, ratings, expect):
     ('num_clients', 'key=value'), ('num_clients=-4', 'num_clients'),
     ('bogus_option=1', 'bogus_option'), ('path=/nonexistent', None)])
 def test_data_stats_bad_option(runner, option, expect):
-  proc = runner.run('programs.data_stats', '--dataset=digits', f'--data_option={option}')
+  proc = runner.run('programs.data', '--dataset=digits', f'--data_option={option}')
   assert_clean_error(proc, expect)
 
 
@@ -412,7 +412,7 @@ def test_reproduce_damaged_paper_table(runner, tmp_path):
 
 
 @pytest.mark.parametrize('args, expect', [
-    ([], '--config is required'), (['--config=/nonexistent.toml'], 'does not exist'),
+    (['--config=/nonexistent.toml'], 'does not exist'),
     (['--config=configs/recommend/movielens_p80.toml', '--data_path=/nonexistent/ml'],
      '/nonexistent/ml'),
     (['--config=configs/recommend/movielens_p80.toml', '--model=mlp'], 'model must be one of'),
@@ -423,12 +423,12 @@ def test_reproduce_damaged_paper_table(runner, tmp_path):
     (['--config=configs/recommend/movielens_p80.toml', '--meta_optimizer=sgd'],
      '--meta_optimizer was renamed --server_optimizer')])
 def test_recommend_bad_inputs(runner, tmp_path, args, expect):
-  assert_clean_error(runner.run('programs.recommend', *args, f'--output_dir={tmp_path}/o'), expect)
+  assert_clean_error(runner.run('programs.train', *args, f'--output_dir={tmp_path}/o'), expect)
 
 
 def test_recommend_malformed_movielens(runner, tmp_path):
   path = _movielens(str(tmp_path / 'ml'), '1\t1\t5\n')
-  proc = runner.run('programs.recommend', '--config=configs/recommend/movielens_p80.toml',
+  proc = runner.run('programs.train', '--config=configs/recommend/movielens_p80.toml',
                     f'--data_path={tmp_path / "ml"}', f'--output_dir={tmp_path}/o')
   assert_clean_error(proc, path)
 
@@ -442,7 +442,7 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
     (['--n_way=abc'], 'n_way'),
     (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001')])
 def test_few_round_bad_inputs(runner, tmp_path, args, expect):
-  proc = runner.run('programs.few_round', f'--config={FEW}', *args, f'--output_dir={tmp_path}/o')
+  proc = runner.run('programs.train', f'--config={FEW}', *args, f'--output_dir={tmp_path}/o')
   assert_clean_error(proc, expect)
 
 
@@ -451,7 +451,7 @@ def test_few_round_bad_inputs(runner, tmp_path, args, expect):
     (['--grid=methods=a,b'], 'not a sweepable'), (['--grid=inner_lr=x,y'], 'inner_lr'),
     (['--grid=meta_lr=0.1,0.01'], '--grid: meta_lr was renamed server_lr')])
 def test_few_round_sweep_bad_grid(runner, tmp_path, args, expect):
-  proc = runner.run('programs.few_round_sweep', f'--config={FEW}', *args,
+  proc = runner.run('programs.sweep', f'--config={FEW}', *args,
                     f'--output_dir={tmp_path}/o')
   assert_clean_error(proc, expect)
 

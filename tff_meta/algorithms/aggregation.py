@@ -1,4 +1,4 @@
-"""The meta-update's aggregation as a `tff.aggregators` factory (issue #18).
+"""The meta-update's aggregation as a `tff.aggregators` factory.
 
 Every process (`process.build_round`) takes `model_aggregator`, as the
 `tff.learning` builders do. It aggregates what each client sends to the

@@ -2,7 +2,7 @@
 
 Deng, Kamani and Mahdavi 2020, "Adaptive Personalized Federated Learning",
 Algorithm 1 with the adaptive mixing weight (Sec. 3.3, Eq. 10); a peer method
-of FedEC (`../shared/papers/004_*.txt`, Table 2, row "APFL"). Client i keeps a
+of FedEC ("Elastically-Constrained Meta-Learner for Federated Learning", Table 2, row "APFL"). Client i keeps a
 personal model v_i and a mixing weight α_i; its personalized model is
 
     v̄_i = α_i v_i + (1 - α_i) w.

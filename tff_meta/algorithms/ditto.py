@@ -2,7 +2,7 @@
 
 Li, Hu, Beirami and Smith 2021, "Ditto: Fair and Robust Federated Learning
 Through Personalization", Algorithm 1 (a peer method of FedEC,
-`../shared/papers/004_*.txt`, Sec. 2). Each round, a sampled client k
+"Elastically-Constrained Meta-Learner for Federated Learning", Sec. 2). Each round, a sampled client k
 
 1. trains the broadcast global model w^t with the local solver (FedAvg's
    local training: `local_epochs` epochs of minibatches, `client_optimizer`,

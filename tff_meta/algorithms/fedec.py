@@ -1,7 +1,7 @@
 """FedEC, its ablations FedEC-l2 and FedEC-wo (Reptile).
 
 Lan et al., "Elastically-Constrained Meta-Learner for Federated Learning"
-(`../shared/papers/004_*.txt`), Algorithm 1:
+("Elastically-Constrained Meta-Learner for Federated Learning"), Algorithm 1:
 - **Reptile / FedEC-wo** (Eqs. 3-5, 7-8): client i trains φ^{t-1} for τ local
   epochs with rate ε_in on its data, θ_i^{t,τ} = U_i^τ(φ^{t-1}); the server
   moves φ toward the mean adapted model,

@@ -1,4 +1,4 @@
-"""The typed process every algorithm builder returns (issue #17, item 4).
+"""The typed process every algorithm builder returns.
 
 In the spirit of TFF's `tff.learning.templates.LearningProcess`: an
 `IterativeProcess` (`initialize`, `next`, `state_type`) that also declares
@@ -14,7 +14,7 @@ at run time:
 - client state (`algorithms.stateful`): `client_state_type` and
   `initial_client_state`, both None for a process without it (`stateful`);
 - `pieces`: the round's TFF computations for runners that recombine them
-  (`runtime.chunked`, `runtime.pool_resident`); None when the round cannot
+  (`runtime.pool_resident`); None when the round cannot
   be recombined that way (client state, or a `model_aggregator`);
 - the pure-TF definition behind the computations (`client_fn`,
   `weighting`, `server_optimizer`), for plain-TF references

@@ -1,6 +1,6 @@
 """Local-only training: every client trains its own model, nothing is shared.
 
-FedEC (Lan et al., `../shared/papers/004_*.txt`) Table 2, row "Local Only"
+FedEC (Lan et al., "Elastically-Constrained Meta-Learner for Federated Learning") Table 2, row "Local Only"
 ("isolated training", Sec. 4.3): client i keeps its own model θ_i, which
 starts from the common initial weights θ^0 (the seed's, as for every method
 in a comparison) and is trained for E = `local_epochs` epochs of minibatches

@@ -16,7 +16,7 @@ in `num_rejected`; if every client is rejected the state is kept unchanged.
 The round has a single aggregation stage (one `federated_sum` of a struct),
 so it compiles to TFF's mergeable form and runs on worker pools.
 
-`model_aggregator` (issue #18), as in the `tff.learning` builders: a
+`model_aggregator`, as in the `tff.learning` builders: a
 `tff.aggregators` factory for the update (DP, secure aggregation; module
 `aggregation`). Its process then aggregates the (unweighted, rejected =
 zeros) updates, in parallel with the `federated_sum` of the weights and
@@ -328,8 +328,8 @@ def build_round(
 
   if model_aggregator is not None and aggregation.uses_secure_sum(next_fn):
     next_fn = aggregation.simulated(next_fn)
-  # The round's pieces, for runners that recombine them (runtime/chunked.py and
-  # runtime/pool_resident.py, which refuse a process without them).
+  # The round's pieces, for the runner that recombines them
+  # (runtime/pool_resident.py, which refuses a process without them).
   pieces = (RoundPieces(data_type=data_type, get_params=get_params, client_update=client_update,
                         server_update=server_update, round_metrics=round_metrics)
             if client_state_type is None and model_aggregator is None else None)

@@ -2,7 +2,7 @@
 
 Karimireddy, Kale, Mohri, Reddi, Stich and Suresh 2020, "SCAFFOLD: Stochastic
 Controlled Averaging for Federated Learning", Algorithm 1 with option II; a
-peer method of FedEC (`../shared/papers/004_*.txt`, Table 2, row "SCAFFOLD").
+peer method of FedEC ("Elastically-Constrained Meta-Learner for Federated Learning", Table 2, row "SCAFFOLD").
 The server holds the model x and the control variate c; client i keeps its
 control variate c_i (zeros at first). A sampled client i
 

@@ -10,5 +10,5 @@ No TensorFlow or TFF: these modules read the files a run leaves
   accuracy density (Fig. 2, bottom row) and the cost to a target (Fig. 3);
 - `report`: `build_report`, the whole report that `programs.report` writes.
 - `fewround_report`: few-round runs across seeds (Park et al. Tables 1 and 3
-  with error bars), what `programs.few_round_report` writes.
+  with error bars), what `programs.report` writes.
 """

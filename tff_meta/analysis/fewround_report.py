@@ -1,9 +1,9 @@
 """Few-round learning runs across seeds: Park et al. Tables 1 and 3 with error bars.
 
-`programs.few_round` writes one run folder per (config, seed): results.json
+`programs.train` writes one run folder per (config, seed): results.json
 holds the config (TOML) and, per method, the accuracy of every test episode
 after each R in `test_rounds` (`fewround/experiment.py`). This module reads
-many such folders (the cells of `configs/fewround/long_run.sh`, say), groups
+many such folders (the cells of `research/queues/long_run.sh`, say), groups
 them and writes what a reader of Park et al. (2021) compares:
 
 - per setting (dataset, N-way, K clients, IID or not, examples per class,
@@ -37,7 +37,7 @@ import json
 import math
 import os
 import tomllib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -65,7 +65,7 @@ _SKIP_DIRS = frozenset({'checkpoints', 'tensorboard'})
 
 @dataclasses.dataclass
 class FewRoundRun:
-  """One `programs.few_round` output folder: its config and one row per method."""
+  """One `programs.train` output folder: its config and one row per method."""
   path: str
   config: Dict[str, Any]
   rows: List[Dict[str, Any]]
@@ -137,14 +137,19 @@ def read_run(folder: str) -> Optional[FewRoundRun]:
   return FewRoundRun(path=folder, config=config, rows=res['results'])
 
 
-def find_runs(roots: Sequence[str]) -> List[FewRoundRun]:
-  """Every few-round run folder under `roots` (searched recursively), sorted by path."""
+def find_runs(roots: Sequence[str], skip: Iterable[str] = ()) -> List[FewRoundRun]:
+  """Every few-round run folder under `roots` (searched recursively), sorted by path;
+  `skip`: real paths of folders not to look into (another task's runs)."""
+  skip = set(skip)
   runs = []
   for root in roots:
     if not os.path.isdir(root):
       raise RunFolderError(f'--runs: {root} is not a folder')
     for dirpath, dirnames, filenames in os.walk(root):
       dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+      if os.path.realpath(dirpath) in skip:
+        dirnames[:] = []
+        continue
       if RESULTS_FILE in filenames:
         run = read_run(dirpath)
         if run is not None:
@@ -328,7 +333,7 @@ def meta_training_markdown(entries: Sequence[Entry], windows: int = META_WINDOWS
   loss at the start of each round (round 0: at phi itself) in `windows` equal parts of the run.
 
   A support loss near ln(n_way) at phi (1.61 for 5 ways) is a near-uniform prediction: the
-  embedding's distances have shrunk, and the local steps start from there (RESULTS §9a).
+  embedding's distances have shrunk, and the local steps start from there (docs/RESULTS.md).
   """
   lines = []
   for e in entries:
@@ -443,7 +448,7 @@ def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE) -> 
   """Reads the runs under `roots`; writes report.md, report.csv and the figures to `output_dir`."""
   runs = find_runs(roots)
   if not runs:
-    raise RunFolderError(f'--runs: no few-round run folder (results.json of programs.few_round) '
+    raise RunFolderError(f'--runs: no few-round run folder (results.json of programs.train) '
                          f'under {", ".join(roots)}')
   described = _described(runs)
   entries, notes = group(runs, described)

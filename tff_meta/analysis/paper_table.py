@@ -1,6 +1,6 @@
 """Our FedMeta Table 2 cells beside the paper's, in the paper's layout.
 
-FedMeta (Chen et al. 2018, `../shared/papers/000_*.txt`) Table 2: test
+FedMeta (Chen et al. 2018, "Federated Meta-Learning with Fast Convergence and Efficient Communication") Table 2: test
 accuracy in percent, mean ± std over runs, after 2,000 rounds (FEMNIST) or 400
 (Shakespeare, Sent140), for four methods at 20%, 50% and 90% support. The
 paper's rows are datasets × methods and its columns the support fractions;

@@ -2,7 +2,7 @@
 
 Fine-tuning via FedAvg and one-shot FL (Park et al. 2021, Section 5.1 and
 Table 1) both start from `EPISODES * (R + 1)` rounds of FedAvg pre-training on
-the meta-training classes. `configs/fewround/long_run.sh` runs them in separate
+the meta-training classes. `research/queues/long_run.sh` runs them in separate
 cells (`baselines/`, `oneshot/`); one-shot copies the baselines cell's
 pre-training when it can and otherwise pre-trains the same rounds itself, with
 the same config and seed. The comparison in Table 1 is fair only if both start

@@ -1,12 +1,12 @@
 """Recommendation runs across seeds: Chen et al. (2018b) Table 3 with error bars.
 
-`programs.recommend` writes one run folder per (config, seed): `config.toml`
+`programs.train` writes one run folder per (config, seed): `config.toml`
 and `results.json` (`{'data', 'rows', 'curves'}`, one row per method with its
 RMSE, Precision@k and NDCG@k on the test users' query sets;
 `recommendation/experiment.py`). A seed draws the user split, the support /
 query division and the initial weights, so the paper's one-number cells say
-little when methods differ by less than the seeds' spread (docs/RESULTS.md
-§8a). This module reads many run folders and writes, per setting (task, data,
+little when methods differ by less than the seeds' spread (docs/RESULTS.md).
+  This module reads many run folders and writes, per setting (task, data,
 support fraction and sampling, scored users) and method:
 
 - each seed's RMSE, and every metric's mean ± std over seeds (ddof=0, as the
@@ -44,7 +44,7 @@ import dataclasses
 import json
 import os
 import tomllib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -70,7 +70,7 @@ _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'methods', 'checkpo
 
 @dataclasses.dataclass
 class RecommendRun:
-  """One `programs.recommend` output folder: its seed, config and one row per method."""
+  """One `programs.train` output folder: its seed, config and one row per method."""
   path: str
   seed: int
   config: Dict[str, Any]
@@ -121,9 +121,10 @@ def read_run(folder: str) -> Optional[RecommendRun]:
                       data_fingerprint=fingerprint if isinstance(fingerprint, str) else None)
 
 
-def find_runs(roots: Sequence[str]) -> List[RecommendRun]:
-  """Every recommendation run folder under `roots` (`run_folder.find_run_folders`), by path."""
-  folders, _ = find_run_folders(roots)
+def find_runs(roots: Sequence[str], skip: Iterable[str] = ()) -> List[RecommendRun]:
+  """Every recommendation run folder under `roots` (`run_folder.find_run_folders`), by path;
+  `skip`: real paths of folders not to look into (another task's runs)."""
+  folders, _ = find_run_folders(roots, skip)
   return sorted((r for r in map(read_run, folders) if r is not None), key=lambda r: r.path)
 
 
@@ -301,7 +302,7 @@ def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE,
            for r in found if r not in runs]
   if not runs:
     raise RunFolderError(f'--runs: no recommendation run folder with {METRIC} (config.toml and '
-                         f'results.json of programs.recommend) under {", ".join(roots)}')
+                         f'results.json of programs.train) under {", ".join(roots)}')
   entries, group_notes = group(runs, defaults)
   notes += group_notes
   if not any(e.method == reference for e in entries):

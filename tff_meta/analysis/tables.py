@@ -2,7 +2,7 @@
 
 `markdown_table` is the one Markdown table writer: the report's tables
 (`analysis.report`, in the layout of FedMeta Table 2), the run summary below,
-the tables `programs.reproduce`, `programs.sweep` and `programs.few_round_sweep`
+the tables `programs.reproduce`, `programs.sweep` and `programs.sweep`
 print, few-round's results.md (`fewround.experiment`), the recommendation
 tables (`recommendation.movielens_task`, `service_task`, `calibration`), the
 README's catalog (`tff_meta.catalog`) and the benchmarks' headers all go
@@ -38,7 +38,7 @@ COLUMNS = (
     ('mb_sent', 'MB sent (up+down)', '{:.2f}'),
     ('vs_reference', 'vs FedAvg, same test clients (95% CI)', paired_cell),   # compare
     ('train_seconds', 'Train s', '{:.1f}'),
-    ('epsilon', 'ε (DP)', '{:.2f}'),   # only for DP runs (issue #18)
+    ('epsilon', 'ε (DP)', '{:.2f}'),   # only for DP runs
 )
 
 

@@ -9,7 +9,7 @@ checkpointed round it resumed after, 0 for a new run, blank when the program
 does not say), the command line and the machine (`machine`: CPU model, count and
 instruction-set flags, and the TensorFlow version; float results can differ in
 their last digits between CPUs with different vector units).
-The reports (`programs.report`, `programs.few_round_report`) list each
+The reports (`programs.report`, `programs.report`) list each
 folder's versions, so docs/RESULTS.md can label its numbers with them.
 
 This module imports neither TensorFlow nor TFF.

@@ -309,19 +309,23 @@ def load_run(folder: str) -> Run:
              client_accuracies=clients, cum_bytes=cum_bytes, cum_flops=cum_flops)
 
 
-def find_run_folders(roots: Iterable[str]) -> Tuple[List[str], List[str]]:
+def find_run_folders(roots: Iterable[str], skip: Iterable[str] = ()) -> Tuple[List[str], List[str]]:
   """(run folders, unfinished folders) under `roots`, searched recursively.
 
   A run folder holds results.json and config.toml. A folder with config.toml
   but no results.json is a run still going (or killed): it is listed as
   unfinished and left out. results.json without config.toml is an error.
+  `skip`: real paths of folders (another task's runs) not to look into.
   """
-  found, unfinished, seen = [], [], set()
+  found, unfinished, seen = [], [], set(skip)
   for root in roots:
     if not os.path.isdir(root):
       raise RunFolderError(f'--runs: {root} is not a folder')
     for dirpath, dirnames, filenames in os.walk(root):
       dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+      if os.path.realpath(dirpath) in seen:
+        dirnames[:] = []
+        continue
       has_results, has_config = RESULTS_FILE in filenames, CONFIG_FILE in filenames
       if not (has_results or has_config):
         continue

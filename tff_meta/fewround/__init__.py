@@ -1,2 +1,2 @@
-"""Few-round learning (Park et al., `../shared/papers/001_*.txt`): meta-train an
+"""Few-round learning (Park et al., "Few-Round Learning for Federated Learning"): meta-train an
 initial model so that R rounds of federated learning suffice on unseen tasks."""

@@ -1,6 +1,6 @@
 """FRL methods and baselines, by name (`METHODS`), under one communication budget.
 
-Park et al., `../shared/papers/001_*.txt`, Sec. 4 "Comparison schemes" and
+Park et al., "Few-Round Learning for Federated Learning", Sec. 4 "Comparison schemes" and
 Appendix C. Every method returns the model it deploys and the initial
 weights; deployment (`deploy.py`) then runs the same R test rounds for all.
 
@@ -23,7 +23,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tff_meta.fewround import deploy, diagnostics, oneshot
+from tff_meta.fewround import deploy, oneshot
+from tff_meta.fewround import model as model_lib
 from tff_meta.fewround import process as process_lib
 from tff_meta.fewround import selection, tasks, training
 from tff_meta.fewround.config import FewRoundConfig
@@ -164,7 +165,7 @@ def _frl(name: str, head: Callable[[Any], Tuple[str, float]], use_gpal: bool):
     hp = cfg.hparams(gamma=cfg.gamma if use_gpal else 0.0, head_meta_lr_scale=head_scale)
     prepared = _meta_trained(ctx, ctx.model(classifier), hp, hp, name)
     if prepared.model.classifier.learns_temperature:   # the learned tau, as read back
-      prepared.info['temperature'] = diagnostics.temperature(prepared.model, prepared.weights)
+      prepared.info['temperature'] = model_lib.temperature(prepared.model, prepared.weights)
     return prepared
   return prepare
 

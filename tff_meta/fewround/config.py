@@ -19,7 +19,8 @@ from tff_meta.core import config_file
 from tff_meta.core.config_file import ConfigError, option, table
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS
-from tff_meta.fewround.process import TEST_PROTOTYPES, TRAIN_PROTOTYPES, FewRoundHparams
+from tff_meta.fewround.few_round_process import FewRoundHparams
+from tff_meta.fewround.process import TEST_PROTOTYPES, TRAIN_PROTOTYPES
 
 
 @dataclasses.dataclass
@@ -62,7 +63,7 @@ class FewRoundConfig:
   temperature: str = option(
       'none', 'Scale of the FRL methods\' distances: none = the paper\'s -d (Eq. 1-3); learned '
       '= -tau d with tau = exp(t) meta-learned, t starting at 0 (metric scaling, Oreshkin et '
-      'al. 2018; docs/RESULTS.md §9a).')
+      'al. 2018; docs/RESULTS.md).')
   temperature_lr_scale: float = option(
       100.0, 'With temperature = "learned": the meta-update\'s (Adam) step to t, times this '
       '(one scalar under Adam moves by about beta per episode).')

@@ -1,6 +1,6 @@
 """Deployment (testing) of few-round learning: R rounds of FL on unseen classes.
 
-FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 3.3): from phi_T the
+FRL (Park et al., "Few-Round Learning for Federated Learning", Sec. 3.3): from phi_T the
 server sets theta_0 = phi_T, runs R rounds of federated learning with the
 test clients' support sets (the `round` computation of `process.py`), and
 predicts each query example with theta_R: by its nearest global prototype in

@@ -1,6 +1,6 @@
 """One few-round experiment: prepare and test every configured method, write the results.
 
-Used by `programs/few_round.py` (one config) and `programs/few_round_sweep.py`
+Used by `programs/train.py` (one config) and `programs/sweep.py`
 (a grid of configs). Outputs in the run folder: results.json (the config as
 TOML and one row per method, with every test episode's accuracy per R, so
 two runs on the same seeded episodes can be compared episode by episode),

@@ -1,6 +1,6 @@
 """miniImageNet / tieredImageNet from a user-given folder, in the common split formats.
 
-FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 4) uses the class splits
+FRL (Park et al., "Few-Round Learning for Federated Learning", Sec. 4) uses the class splits
 of Ravi & Larochelle (2017): miniImageNet 64 / 16 / 20 and tieredImageNet
 351 / 97 / 160 train / validation / test classes. Nothing is downloaded; the
 folder (config `[data] path` or `--data_path`) holds one of:

@@ -1,6 +1,6 @@
 """The FRL meta-update (Algorithm 1, lines 22-26), by name (`META_UPDATES`).
 
-Park et al., `../shared/papers/001_*.txt`, Sec. 3.2.2. Every client k takes
+Park et al., "Few-Round Learning for Federated Learning", Sec. 3.2.2. Every client k takes
 the query loss L^{Q_k}(theta_R, P_{R-1}) and its first-order meta-gradient
 g_k = grad_{theta_R} L^{Q_k} (the paper's approximation of
 grad_{phi_t} L = grad_{theta_R} L * d theta_R / d theta_0, dropping the second

@@ -1,6 +1,6 @@
 """The few-round model: a CNN backbone plus a classifier, as pure functions of weights.
 
-FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 4 "Comparison schemes"):
+FRL (Park et al., "Few-Round Learning for Federated Learning", Sec. 4 "Comparison schemes"):
 
 - distance classifier (Snell et al. 2017): no extra weights; f(x) is the CNN
   output and a query is classified by its nearest prototype. Its local loss is
@@ -90,7 +90,7 @@ class ScaledDistanceClassifier(DistanceClassifier):
   logits is multiplied by tau, which is the metric scaling of Oreshkin et al.
   (2018, TADAM, Sec. 2.1). Meta-training can then set the softmax's
   sharpness through tau instead of by drawing the embeddings together
-  (docs/RESULTS.md §9a). The nearest prototype, and so test accuracy for a
+  (docs/RESULTS.md). The nearest prototype, and so test accuracy for a
   given theta_R, does not depend on tau.
   """
   learns_temperature = True
@@ -197,3 +197,10 @@ def build_few_round_model(backbone: str, element_shape: Sequence[int], classifie
   spec = build_model_spec(backbone, element_shape, 0, seed=seed, **model_options)
   probe = FewRoundModel(spec, classifier, ways, list(spec.initial_trainable))
   return probe.with_classifier(classifier, ways, seed=seed)
+
+
+def temperature(model, phi: Sequence[np.ndarray]) -> float:
+  """tau = exp(t) of a `scaled_distance` model's phi (its one head weight); 1 otherwise."""
+  if not model.classifier.learns_temperature:
+    return 1.0
+  return float(np.exp(phi[model.num_backbone]))

@@ -1,6 +1,6 @@
 """Fine-tuning via one-shot FL (Guha et al. 2019) at deployment: cross-validated client selection.
 
-FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 4 "Comparison schemes"
+FRL (Park et al., "Few-Round Learning for Federated Learning", Sec. 4 "Comparison schemes"
 and Appendix D): the model pre-trained on the meta-train classes (as for
 fine-tuning via FedAvg) is fine-tuned to the unseen classes "with the scheme
 of (Guha et al., 2019) for R rounds", where "the local models are sampled and
@@ -40,7 +40,7 @@ Choices where the papers are silent or could not be followed:
   part is empty (a half with one support image) is not run and scores -1,
   as a diverged local model does, instead of an accuracy of 0 that no data
   supports. With these rules no empty batch ever reaches the model (an empty
-  batch through group normalization crashed `finetune_oneshot`, issue 16).
+  batch through group normalization crashed `finetune_oneshot`).
 - **Aggregation is the weighted mean of the selected models** at every round,
   not Guha et al.'s ensemble of outputs: a later round must broadcast one
   model.

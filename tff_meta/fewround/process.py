@@ -1,6 +1,6 @@
 """Few-round learning meta-training as TFF computations (FRL Algorithm 1).
 
-Park et al., `../shared/papers/001_*.txt`, Sec. 3.2. One episode is 1 + R
+Park et al., "Few-Round Learning for Federated Learning", Sec. 3.2. One episode is 1 + R
 communication rounds, each its own federated computation with a single
 aggregation stage (so each compiles to TFF's mergeable form and runs on a
 worker pool):
@@ -42,26 +42,16 @@ Appendix C: each client first adapts phi on its own support set (E steps,
 no aggregation) and takes the query loss with its own prototypes; used with
 R = 0 at meta-training time.
 
-`build_meta_training` returns a `tff.templates.IterativeProcess` whose `next`
-chains the R `round`s and the `meta_update` in one computation, and exposes
-the pieces: `run_episode` calls them one by one (what worker pools need).
+`build_meta_training` returns a `FewRoundProcess` (`few_round_process.py`) whose
+`next` chains the R `round`s and the `meta_update` in one computation, and
+declares the pieces: `run_episode` calls them one by one (what worker pools need).
 
-Type signatures (W = weights list, O = optimizer state, D = one client's
-episode data <support_x, support_y, query_x, query_y, num_ways>, G = round
-state <theta=W, protos=float32[ways,dim], mask=float32[ways], has_protos=float32>):
-    initialize: ( -> <phi=W, optimizer_state=O, episode=int32>@SERVER)
-    start:      (<phi,optimizer_state,episode> -> G)              tensorflow
-    round:      (<G@SERVER, {D}@CLIENTS> -> <G@SERVER, <loss_sum,num_examples>@SERVER>)
-    recompute:  (<G@SERVER, {D}@CLIENTS> -> G@SERVER)      G's prototypes at G's theta
-    meta_update:(<S@SERVER, G@SERVER, {D}@CLIENTS> -> <S@SERVER, <loss_sum,correct,num_examples>@SERVER>)
-    next:       (<S@SERVER, {D}@CLIENTS> -> <S@SERVER, metrics@SERVER>)
-                 (R rounds, `recompute` if train_prototypes = recomputed, meta_update)
+Type signatures: `few_round_process.py`.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 from typing import Mapping
 
 import numpy as np
@@ -71,31 +61,13 @@ import tensorflow_federated as tff
 from tff_meta.algorithms.base import OPTIMIZERS
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import prototypes as proto_lib
+from tff_meta.fewround.few_round_process import FewRoundHparams, FewRoundProcess
 from tff_meta.fewround.model import ClientBatch, FewRoundModel
 from tff_meta.learning import step_scale
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.learning import adaptation
 from tff_meta.learning.finite import all_finite
 from tff_meta.core.registry import Registry
-
-
-@dataclasses.dataclass
-class FewRoundHparams:
-  """FRL hyperparameters (paper Sec. 4: alpha 0.1, beta 0.01 Adam, E 1, R 3)."""
-  rounds: int = 3                    # R
-  local_steps: int = 1               # E
-  inner_lr: float = 0.1              # alpha
-  gamma: float = 0.0                 # GPAL weight (0: no GPAL)
-  meta_optimizer: str = 'adam'
-  meta_lr: float = 0.01              # beta
-  meta_lr_decay_episode: int = 0     # beta / 10 from this episode on (0: never)
-  local_adaptation: bool = False     # Appendix C personalization scheme
-  head_lr: float = 0.0               # alpha of the linear head's weights (0: alpha)
-  zero_head: bool = False            # the linear head starts each episode at zero
-  meta_update: str = 'client_adam'   # META_UPDATES: client_adam (line 24 per client), server_adam
-  test_prototypes: str = 'previous'  # TEST_PROTOTYPES: the prototypes `evaluate` scores with
-  train_prototypes: str = 'previous' # TRAIN_PROTOTYPES: the prototypes of the meta-objective
-  head_meta_lr_scale: float = 1.0    # the meta-update's step to the head's weights, times this
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -117,7 +89,7 @@ def local_update(model: FewRoundModel, hp: FewRoundHparams, theta, batch: Client
 
   The linear head's weights step with `head_lr` when it is set (> 0): its
   label slots are reassigned in every episode, so R * E small steps of the
-  body's alpha leave a meta-learned head at chance (RESULTS §9b).
+  body's alpha leave a meta-learned head at chance (docs/RESULTS.md).
   """
   loss_fn = lambda w: model.classifier.local_loss(model, w, batch, global_protos,
                                                   global_mask, gamma)
@@ -326,7 +298,7 @@ def build_recompute(model: FewRoundModel, round_type, data_type):
 
 
 def build_meta_training(model: FewRoundModel, hp: FewRoundHparams, client_data_spec: Mapping,
-                        round_computations=None) -> tff.templates.IterativeProcess:
+                        round_computations=None) -> FewRoundProcess:
   """The FRL meta-training process (one `next` = one episode of 1 + R rounds).
 
   `round_computations`: `build_round(model, hp, client_data_spec)` when the caller traced it
@@ -397,16 +369,9 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams, client_data_s
       round_state, _ = round_fn(round_state, data)
     return meta_update(state, refresh(round_state, data), data)
 
-  process = tff.templates.IterativeProcess(initialize, next_fn)
-  process.start = start
-  process.round = round_fn
-  process.meta_update = meta_update
-  process.refresh = refresh
-  process.evaluate = evaluate
-  process.start_weights = start_weights
-  process.hparams = hp
-  process.model = model
-  return process
+  return FewRoundProcess(initialize, next_fn, start=start, round_fn=round_fn,
+                         meta_update=meta_update, refresh=refresh, evaluate=evaluate,
+                         start_weights=start_weights, hparams=hp, model=model)
 
 
 def run_episode(process, state, data, round_metrics=None):

@@ -1,6 +1,6 @@
 """Prototype losses of few-round learning, in pure TF (no TFF placements).
 
-FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 3.2.1):
+FRL (Park et al., "Few-Round Learning for Federated Learning", Sec. 3.2.1):
 
 - Eq. 1, local prototypes: P^c(k) = mean of f_theta(x) over S_k(c).
 - Eq. 2, local prototype loss: the mean over x in S_k of

@@ -1,6 +1,6 @@
 """Class-split data and FRL episodes as TFF client values.
 
-FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 4 and Appendix E): the
+FRL (Park et al., "Few-Round Learning for Federated Learning", Sec. 4 and Appendix E): the
 classes of a dataset are split into meta-train / validation / test classes
 (64 / 16 / 20 for miniImageNet and CIFAR-100); an episode draws N classes of
 one part, 120 images each, and deals them to K clients (IID or FedAvg's

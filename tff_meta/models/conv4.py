@@ -1,6 +1,6 @@
 """Conv4, the few-shot backbone of Vinyals et al. (2016) used by few-round learning.
 
-FRL (Park et al., `../shared/papers/001_*.txt`, Sec. 4 "Implementation
+FRL (Park et al., "Few-Round Learning for Federated Learning", Sec. 4 "Implementation
 details"): 4 blocks of [3x3 convolution with 32 filters, ReLU, normalization,
 2x2 max pooling]. The distance classifier uses the CNN output directly; the
 linear variant and the baselines add a linear layer.

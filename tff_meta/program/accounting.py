@@ -1,4 +1,4 @@
-"""Privacy accounting: the (epsilon, delta) of T rounds of the DP mean (issue #18).
+"""Privacy accounting: the (epsilon, delta) of T rounds of the DP mean.
 
 Each round releases the DP mean of `aggregation.dp_factory`: the sum of the
 sampled clients' updates, each clipped to L2 norm C, plus N(0, (z C)^2)

@@ -63,15 +63,10 @@ class ExperimentConfig:
       0, 'Seed for client splits, support/query splits, sampling and initial weights.')
   eval_every: int = option(10, 'Evaluate on validation and test clients every N rounds.')
   checkpoint_every: int = option(10, 'Save the server state every N rounds (and at the end).')
-  rounds_per_call: int = option(
-      1, 'Rounds run per TFF call (issue #8: the server state crosses to the worker once per '
-      'call; same results as 1). Calls end on evaluation and checkpoint rounds. Needs a '
-      'stateless algorithm on one worker.')
   resident_state: bool = option(
       True, 'Keep the server state on the TFF worker between rounds and fetch it only on '
       'evaluation and checkpoint rounds (default; same results as false). On a pool the state '
-      'stays on worker 0. Falls back, with a note, with rounds_per_call > 1 and for algorithms '
-      'with client state on a pool.')
+      'stays on worker 0. Falls back, with a note, for algorithms with client state on a pool.')
   max_concurrent_calls: int = option(
       -1, 'Computation calls each local TFF worker runs at once (its '
       '--max_concurrent_computation_calls); -1 = no bound: a round runs all its clients '
@@ -124,8 +119,7 @@ class ExperimentConfig:
     validate_fraction('support_fraction', self.support_fraction)
     if self.known_test_fraction:
       validate_fraction('known_test_fraction', self.known_test_fraction)
-    for key in ('rounds', 'clients_per_round', 'eval_every', 'checkpoint_every',
-                'rounds_per_call'):
+    for key in ('rounds', 'clients_per_round', 'eval_every', 'checkpoint_every'):
       if getattr(self, key) < 1:
         raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
     if self.final_eval_rounds < 1 or self.final_eval_rounds > self.rounds:

@@ -28,8 +28,8 @@ def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
   if not isinstance(dataset, FederatedDataset):
     raise config_lib.ConfigError(
         f'Dataset {cfg.dataset!r} holds ratings, not labelled examples; the classification '
-        'algorithms here cannot train on it (recommendation is its own program, issue #6). '
-        'Use programs.data_stats to inspect it.')
+        'algorithms here cannot train on it (recommendation is its own program). '
+        'Use programs.data to inspect it.')
   data = protocol.prepare(dataset, support_fraction=cfg.support_fraction,
                           min_samples=cfg.min_samples, client_split=cfg.client_split,
                           seed=cfg.seed, known_test_fraction=cfg.known_test_fraction)
@@ -70,7 +70,7 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
       clients_per_round=cfg.clients_per_round)
   if not privacy.enabled(cfg):
     return entry(model, hparams)
-  # Issue #18: DP / secure aggregation of the update (tff_meta/program/privacy.py).
+  # DP / secure aggregation of the update (tff_meta/program/privacy.py).
   if privacy.dp_enabled(cfg) and not hparams.weighting:
     logs.note('differential privacy: each round\'s updates are averaged uniformly '
                        '(weighting = "uniform"; an example-weighted mean is not DP).')
@@ -101,7 +101,7 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       alg, data, privacy=privacy.budget(cfg, len(data.train)), rounds=cfg.rounds,
       clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
-      final_eval_rounds=cfg.final_eval_rounds, rounds_per_call=cfg.rounds_per_call,
+      final_eval_rounds=cfg.final_eval_rounds,
       resident_state=cfg.resident_state, resample_support=cfg.resample_support,
       pool=pool, max_concurrent_calls=cfg.max_concurrent_calls, show_progress=show_progress,
       on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE),

@@ -1,4 +1,4 @@
-"""A run's privacy keys: checks, the model aggregator, and its epsilon budget (issue #18).
+"""A run's privacy keys: checks, the model aggregator, and its epsilon budget.
 
 The keys are top-level `ExperimentConfig` fields, so each has a generated
 flag (`--dp_noise_multiplier`, ...):

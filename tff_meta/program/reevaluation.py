@@ -1,4 +1,4 @@
-"""Re-evaluating a finished run's saved state with other evaluation-only settings (issue #13).
+"""Re-evaluating a finished run's saved state with other evaluation-only settings.
 
 `programs/evaluate.py` reads a run folder that `programs/train.py` wrote:
 its `config.toml` rebuilds the data, the protocol's client split, the model
@@ -21,8 +21,8 @@ optimizer on the support set, 0 = FedAvg's own evaluation (`EVALUATED_AS`).
 `clients_from` scores the clients of ANOTHER dataset in place of the run's
 test clients: every client of it, each split into support and query by the
 run's support fraction and seed (`protocol.support_query_split`), e.g. FEMNIST
-writers the run never saw (`leaf_femnist:../shared/data/leaf/femnist`, 31
-writers outside TFF's file; issue #13 asks for the cells on other writers).
+writers the run never saw (`leaf_femnist:<leaf femnist folder>`, 31
+writers outside TFF's file; asked for the cells on other writers).
 Its examples must have the run's shape and classes.
 
 `support_fraction` splits the scored clients (test, validation or

@@ -1,15 +1,13 @@
-"""Which `RoundRunner` a run takes, from its config and its executor (issue #17).
+"""Which `RoundRunner` a run takes, from its config and its executor.
 
-The config asks for `resident_state` (the default, issue #13) and
-`rounds_per_call`; the executor is the `WorkerPool` (one worker or several).
+The config asks for `resident_state` (the default); the executor is the `WorkerPool` (one worker or several).
 `choose_runner` turns those into one runner (`tff_meta/runtime/rounds.py`):
 
-| workers | resident_state | rounds_per_call | runner               |
-|---------|----------------|-----------------|----------------------|
-| 1       | true           | 1               | `ResidentRounds`     |
-| > 1     | true           | 1               | `PoolResidentRounds` |
-| 1       | any            | k > 1           | `ChunkedRounds`      |
-| any     | false          | 1               | `PlainRounds`        |
+| workers | resident_state | runner               |
+|---------|----------------|----------------------|
+| 1       | true           | `ResidentRounds`     |
+| > 1     | true           | `PoolResidentRounds` |
+| any     | false          | `PlainRounds`        |
 
 Where a setting cannot apply, the run falls back with a one-line note, or
 stops with a `ConfigError` when it would have to drop a setting the user
@@ -24,20 +22,19 @@ from typing import Callable, Sequence
 from tff_meta.algorithms import Algorithm
 from tff_meta.program.config import ConfigError
 from tff_meta.core.logs import note
-from tff_meta.runtime.chunked import ChunkedRounds
 from tff_meta.runtime.pool import WorkerPool
 from tff_meta.runtime.pool_resident import PoolResidentRounds
 from tff_meta.runtime.resident import ResidentRounds
 from tff_meta.runtime.rounds import NeedsState, PlainRounds, RoundRunner
 
 
-def choose_runner(alg: Algorithm, pool: WorkerPool, *, rounds_per_call: int,
+def choose_runner(alg: Algorithm, pool: WorkerPool, *,
                   resident_state: bool, num_clients: int,
                   round_batch: Callable[[int], Sequence], needs_state: NeedsState) -> RoundRunner:
   """The runner for `alg` on `pool` (module docstring).
 
   `round_batch(round_num)` gives a round's client data (`num_clients` of
-  them; `ChunkedRounds` reads the later rounds of a call from it);
+  them);
   `needs_state(round_num)` says on which rounds the caller needs the state.
   A process with a `model_aggregator` (DP, secure aggregation: its state
   changes in ways the fused sum cannot relay) runs one round per call,
@@ -46,33 +43,18 @@ def choose_runner(alg: Algorithm, pool: WorkerPool, *, rounds_per_call: int,
   """
   workers = len(pool.addresses)
   if alg.process.model_aggregator is not None:
-    if rounds_per_call > 1 or (resident_state and workers > 1):
+    if resident_state and workers > 1:
       note(f'{alg.display_name}: with DP or secure aggregation the round runs one per TFF call'
            + (' with the server state resident on the worker' if workers == 1
               and resident_state else ' through TFF\'s plain execution context')
-           + ' (rounds_per_call and the pool\'s relayed sums need the plain mean).')
-    rounds_per_call = 1
+           + ' (the pool\'s relayed sums need the plain mean).')
     resident_state = resident_state and workers == 1
-  if workers > 1 and (rounds_per_call > 1 or alg.stateful):
-    if rounds_per_call > 1:
-      raise ConfigError(
-          f'On a worker pool ({workers} workers) rounds_per_call must be 1; '
-          'set rounds_per_call = 1 (the pool keeps the state resident on worker 0).')
+  if workers > 1 and alg.stateful:
     if resident_state:
       note(f'{alg.display_name} keeps state per client, so on a pool of {workers} workers its '
            'rounds go through TFF\'s mergeable context (resident server state needs one worker '
            'for such algorithms).')
     resident_state = False
-  if rounds_per_call > 1:
-    if alg.stateful:
-      raise ConfigError(
-          f'rounds_per_call={rounds_per_call} needs an algorithm without client state '
-          f'({alg.display_name} keeps state per client, which changes between the unrolled '
-          'rounds); use resident_state = true instead, or rounds_per_call = 1.')
-    if resident_state:
-      note(f'rounds_per_call={rounds_per_call}: the server state crosses once per call of '
-           f'{rounds_per_call} rounds instead of staying resident on the worker.')
-    return ChunkedRounds(alg.process, rounds_per_call, round_batch, needs_state)
   if resident_state and workers > 1:
     return PoolResidentRounds(alg.process, pool.addresses, num_clients, needs_state)
   if resident_state:

@@ -8,7 +8,7 @@
   context directly and keeps tff.program's state and release managers);
 - runs each round on the `RoundRunner` (`runtime/rounds.py`) that
   `runner_choice.choose_runner` picks from the config and the pool: plain,
-  chunked, resident or pool-resident, all with the results of `process.next`;
+  resident or pool-resident, all with the results of `process.next`;
   one `Schedule` says on which rounds it evaluates and checkpoints (and so
   when a runner fetches the state), one `RoundSampler` samples the clients;
 - names a worker that stops answering (`WorkerUnavailableError`);
@@ -19,7 +19,7 @@
   (`GroupingReleaseManager`), and evaluation metrics to their own CSV and
   TensorBoard run (tensorboard/eval); a differentially private run adds the
   epsilon spent so far to every evaluation row, the progress bar and the
-  result (`privacy.Budget`, issue #18);
+  result (`privacy.Budget`);
 - shows a progress bar with the round, loss and accuracy;
 - rejects non-finite client updates (the process keeps the state) and stops
   with a clear error if training diverges;
@@ -66,7 +66,7 @@ PRIMARY = 'test'   # the split whose accuracy a run reports
 # Evaluation calls. The worker runs a call's clients at once, so a call's
 # memory grows with its examples and its clients' models: one call over
 # every test client of the FEMNIST CNN's Meta-SGD cell reached 15.9 GB
-# (docs/RESULTS.md §4a), 8 Shakespeare roles of thousands of sequences each
+# (docs/RESULTS.md), 8 Shakespeare roles of thousands of sequences each
 # 16.5 GB. A call takes clients while their support + query examples stay
 # within EVAL_EXAMPLES_PER_CALL (always at least one client) and at most
 # EVAL_CLIENTS_PER_CALL of them (each holds its own adapted model); inside a
@@ -95,7 +95,7 @@ class RunResult:
   # Mean accuracy of the evaluations in the last `final_eval_rounds` rounds
   # (FedEC Table 2 averages the final 10); NaN = just the final one.
   final_rounds_accuracy: float = float('nan')
-  # Differential privacy (issue #18): epsilon at delta after all rounds; None without DP.
+  # Differential privacy: epsilon at delta after all rounds; None without DP.
   epsilon: Optional[float] = None
   delta: Optional[float] = None
 
@@ -219,9 +219,8 @@ class SampledRound(NamedTuple):
 class RoundSampler:
   """The loop's one client sampling: a round's clients and their data.
 
-  Seeded by (seed, round) (`client_data`), so a resumed run, and the later
-  rounds `ChunkedRounds` samples ahead, get exactly the clients and data of
-  an uninterrupted run of single rounds. A round is built once: the rounds
+  Seeded by (seed, round) (`client_data`), so a resumed run, and rounds
+  sampled ahead, get exactly the clients and data of an uninterrupted run. A round is built once: the rounds
   sampled ahead are kept until the loop asks for them (`sample` forgets the
   rounds the loop has finished, `done`).
   """
@@ -290,7 +289,7 @@ class Evaluation:
     for split in self.splits():
       summaries[split[0]] = self.summary(params, split, round_num)
       row.update(_eval_row(split[0], summaries[split[0]]))
-    if self.privacy is not None:   # issue #18: the privacy spent by the rounds so far
+    if self.privacy is not None:   # the privacy spent by the rounds so far
       row['epsilon'] = self.privacy.epsilon(round_num)
     row['worker_rss_mb'] = self.pool.resident_mb()
     return row, summaries[PRIMARY]
@@ -379,7 +378,7 @@ async def _checkpoint(state_manager, store: Optional[ClientStateStore], state,
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
-               rounds_per_call: int = 1, resident_state: bool = True,
+               resident_state: bool = True,
                resample_support: bool = False,
                privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
@@ -405,7 +404,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     final = None   # the test summary of the last round, once evaluated
     if start == 0:
       await eval_release.release(evaluation.row(state, 0)[0], key=0)
-    runner = choose_runner(alg, pool, rounds_per_call=rounds_per_call,
+    runner = choose_runner(alg, pool,
                            resident_state=resident_state, num_clients=sampler.num_clients,
                            round_batch=lambda r: sampler.sample(r).batch,
                            needs_state=schedule.needs_state)
@@ -469,7 +468,7 @@ def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_ro
 def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int, seed: int,
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
-        final_eval_rounds: int = 1, rounds_per_call: int = 1,
+        final_eval_rounds: int = 1,
         resident_state: bool = True, resample_support: bool = False,
         privacy: Optional[Budget] = None,
         on_start: Optional[Callable[[], None]] = None,
@@ -477,10 +476,9 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
   """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given
   (with `max_concurrent_calls`: calls it runs at once, -1 = no bound).
 
-  `rounds_per_call` > 1 runs that many rounds per TFF call (`multi_round`);
   `resident_state` keeps the server state on the worker between rounds
-  (`runtime.resident`), fetched on evaluation and checkpoint rounds. Both give
-  the results of single rounds. `resample_support` draws each training
+  (`runtime.resident`), fetched on evaluation and checkpoint rounds; it gives
+  the results of plain rounds. `resample_support` draws each training
   client's support/query split afresh every round (`protocol.resample_split`).
   `privacy` (a DP run's `privacy.Budget`) adds epsilon to eval.csv, the
   progress bar and the result.
@@ -490,7 +488,7 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
   kwargs = dict(rounds=rounds, clients_per_round=clients_per_round, seed=seed,
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress,
-                final_eval_rounds=final_eval_rounds, rounds_per_call=rounds_per_call,
+                final_eval_rounds=final_eval_rounds,
                 resident_state=resident_state, resample_support=resample_support,
                 privacy=privacy, on_start=on_start)
   if pool is not None:

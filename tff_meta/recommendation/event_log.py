@@ -135,7 +135,7 @@ def read_event_log(path: str, *, context_columns: Optional[Sequence[str]] = None
       if not sort:
         raise DataError(f'{path}: timestamps of user {uid!r} go backwards at data row '
                         f'{rows[back[0] + 1] + 1}. Sort the log by user_id and timestamp, or '
-                        'pass sort=True (programs.recommend: --sort_log=true).')
+                        'pass sort=True (programs.train: --sort_log=true).')
       rows = rows[np.argsort(ts[rows], kind='stable')]
     if len(rows) < min_events:
       dropped += 1

@@ -10,7 +10,7 @@ is solved by alternating the two ridge regressions (each user's p_u with q
 fixed, then each item's q_i with p fixed). Here b_u is the user's mean
 residual after mu + b_i (unshrunk), so each user's residuals are centred.
 
-Two users (issue #15):
+Two users:
 - `precision_ceiling`'s two-stage ranking (these factors, then a ridge of a test
   user's support residuals on them);
 - `warm_start`'s `factors` start of `rating_factor_mlp`, whose movie embedding E
@@ -27,7 +27,7 @@ from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
-# The two-stage model's settings (docs/RESULTS.md 8a': 8 factors, the earlier generator's number;
+# The two-stage model's settings (docs/RESULTS.md: 8 factors, the earlier generator's number;
 # penalty 5 on both sides; 10 alternations).
 FACTORS = 8
 PENALTY = 5.0

@@ -1,4 +1,4 @@
-"""The server state stays on worker 0 of a pool; the clients are split over all workers (issue #8).
+"""The server state stays on worker 0 of a pool; the clients are split over all workers.
 
 TFF's mergeable execution context (what `WorkerPool.context` uses for
 several workers) runs a round as `up_to_merge` on every worker, `merge`, and
@@ -6,7 +6,7 @@ several workers) runs a round as `up_to_merge` on every worker, `merge`, and
 and materializes its whole result: the server state goes to every worker and
 again to `after_merge`, and every partial sum comes back through Python. For
 the FEMNIST CNN that is several hundred MB of Python (de)serialization per
-round, more than the compute a second worker saves (docs/RESULTS.md §7c).
+round, more than the compute a second worker saves (docs/RESULTS.md).
 
 `PoolResidentRounds` runs the *same* round pieces as `process.next` (the
 process's own `process.pieces`: `get_params`, `client_update`,

@@ -1,10 +1,10 @@
-"""The server state stays on the TFF worker between rounds (issue #8).
+"""The server state stays on the TFF worker between rounds.
 
 TFF's execution contexts serialize every argument of every call and
 materialize every result: each round the server state (theta plus optimizer
 slots, ~79 MB for the FEMNIST CNN with Adam) is serialized in Python, sent to
 the C++ worker, and sent back. Most of a FEMNIST round's overhead is there
-(docs/RESULTS.md, performance section).
+(docs/RESULTS.md).
 
 `ResidentRounds` calls the *same* compiled `process.next` through TFF's own
 executor API (`tff.framework.RemoteExecutor`, the layer the execution contexts

@@ -1,4 +1,4 @@
-"""How the training loop runs a round: one interface, four runners (issue #17).
+"""How the training loop runs a round: one interface, three runners.
 
 The loop (`program/training_loop.py`) builds each round's client data once and
 hands it to a `RoundRunner`:
@@ -10,14 +10,12 @@ in how much state crosses between Python and the TFF workers:
 
 - `PlainRounds` (here): `process.next` in the installed execution context,
   one worker or a worker pool through TFF's mergeable context;
-- `chunked.ChunkedRounds` (`rounds_per_call` > 1): several rounds in one TFF
-  call, so the state crosses once per call;
 - `resident.ResidentRounds` (`resident_state`, one worker): the state stays
   on the worker between rounds;
 - `pool_resident.PoolResidentRounds` (`resident_state`, a pool): the state
   stays on worker 0, the round's clients are split over the workers.
 
-The three fast runners return the current state only on the rounds where
+The two resident runners return the current state only on the rounds where
 `needs_state(round_num)` (evaluation, checkpoint and final rounds, the
 loop's schedule); on the others `RoundResult.state` is the given state,
 stale. Algorithms with client state pass the round's `client_states` and

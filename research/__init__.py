@@ -1,0 +1,1 @@
+"""Research diagnostics: not installed; see research/README.md."""

@@ -1,0 +1,1 @@
+"""See research/README.md."""
