@@ -1,15 +1,46 @@
-"""Regenerates every BUILD file from the sources: `python .ci/gen_bazel.py` from the repo root.
+"""Generates every BUILD file under tff_meta/, programs/ and tests/ from the Python sources.
+
+  python .ci/gen_bazel.py           rewrite the BUILD files that differ
+  python .ci/gen_bazel.py --check   write nothing; exit 1 with a unified diff when one differs
 
 Run it after adding or moving a module; tests/test_bazel_consistency.py fails until the
-BUILD files match the imports again."""
+committed BUILD files are what this prints. The rules:
+
+  * one target per module: a package's __init__.py is the py_library named after the
+    package (//tff_meta/algorithms), tests/**/test_*.py a py_test run by pytest, a program
+    with a main a py_binary, anything else a py_library;
+  * deps: the owners of the first-party modules it imports (statically, through
+    importlib.import_module(f'pkg.{name}') loaders, or DYNAMIC_IMPORTS), and
+    requirement("...") for every third-party import pinned in requirements.txt;
+  * data: the modules it runs in a subprocess (`-m programs.train`, `-c` scripts),
+    //:configs when a binary or test names configs/, //tests/fixtures:files when a test
+    names FIXTURES;
+  * a binary or test also depends on every non-empty __init__.py Python runs before the
+    modules it reaches (Bazel puts an empty one in place of a missing one; libraries
+    cannot carry it, since a package's __init__ imports them: a cycle).
+
+Only the root BUILD file (and WORKSPACE) is written by hand."""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import difflib
+import os
 import sys
 from pathlib import Path
+from typing import Dict, List, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bazel_sources as src  # noqa: E402  pylint: disable=g-import-not-at-top
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-from tests import test_bazel_consistency as c  # noqa: E402
+RUNNER = '//tests:pytest_runner.py'
+CONFTEST = 'tests/conftest.py'
+PYPROJECT = '//:pyproject.toml'
+CONFIGS = '//:configs'
+FIXTURE_FILES = '//tests/fixtures:files'
 
-RUNNER = c.PYTEST_RUNNER
 HEADERS = {
     'tff_meta': ['The tff_meta library: one py_library per module; a package\'s __init__.py is',
                  'the target named after the package (//tff_meta/algorithms, ...).',
@@ -68,138 +99,242 @@ TARGET_COMMENTS = {
 TARGET_TAGS = {'tests/test_bazel_consistency.py': ['external', 'local']}
 
 
-def display(label, package):
-  return c._display(label, package)
+@dataclasses.dataclass
+class Target:
+  path: str  # the module, relative to the repo
+  kind: str
+  name: str
+  label: str
+  deps: Dict[str, str]  # canonical label -> how the module uses it
+  data: Dict[str, str]
+
+  @property
+  def package(self) -> str:
+    return Path(self.path).parent.as_posix()
+
+
+def read_targets(repo: Path) -> Tuple[Dict[str, Target], List[str]]:
+  """label -> Target for every module, and the problems found (unpinned imports, ...)."""
+  pins = src.read_requirements(repo)
+  stdlib = src.stdlib_names()
+  modules = src.find_modules(repo)
+  conftest = src.expected_label(repo, CONFTEST) if CONFTEST in modules else None
+  targets, problems = {}, []
+  for m in modules:
+    kind, name = src.expected_rule(repo, m)
+    own = src.expected_label(repo, m)
+    tree = ast.parse((repo / m).read_text(), m)
+    imp = src.module_imports(repo, m, tree)
+    problems += imp.problems
+    deps = {}
+    for mod, how in imp.internal.items():
+      if src.expected_label(repo, mod) != own:
+        deps[src.expected_label(repo, mod)] = how
+    for top, how in imp.third_party.items():
+      if top in stdlib:
+        continue
+      dist = src.IMPORT_TO_PIP.get(top, top)
+      if src.normalize_dist(dist) not in pins:
+        problems.append(f'{m}: `{how}`: {top!r} is not pinned in {src.REQUIREMENTS}; pin it, '
+                        f'or map {top!r} to its distribution in IMPORT_TO_PIP in '
+                        '.ci/bazel_sources.py')
+        continue
+      deps[src.requirement_label(dist)] = how
+    data = {}
+    for mod, how in imp.runtime.items():
+      lab = src.expected_label(repo, mod)
+      if lab != own and lab not in deps:
+        data[lab] = how
+    if kind == 'py_test':
+      if conftest:
+        deps[conftest] = 'conftest'
+      deps[src.requirement_label('pytest')] = 'runner'
+      data[PYPROJECT] = ''
+      if src.names_fixtures(tree):
+        data[FIXTURE_FILES] = ''
+    if kind != 'py_library' and m not in src.STRING_SCAN_EXEMPT and src.names_configs(tree):
+      data[CONFIGS] = ''
+    targets[own] = Target(m, kind, name, own, deps, data)
+  return targets, problems
+
+
+def add_init_deps(repo: Path, targets: Dict[str, Target]) -> List[str]:
+  """Gives every binary and test a dep on each non-empty enclosing __init__.py of the modules
+  it reaches that it does not reach already; returns the dependency cycles (Bazel rejects them)."""
+  edges = {l: [d for d in list(t.deps) + list(t.data) if d in targets]
+           for l, t in targets.items()}
+  by_path = {t.path: l for l, t in targets.items()}
+  inits = {}  # module path -> labels of its non-trivial enclosing __init__.py files
+  for t in targets.values():
+    inits[t.path] = [by_path[i] for i in (f'{p.as_posix()}/__init__.py' for p in Path(t.path).parents
+                                          if p != Path('.'))
+                     if i in by_path and i != t.path and not src.trivial(repo / i)]
+
+  def closure(start):
+    seen, todo = set(), list(start)
+    while todo:
+      l = todo.pop()
+      if l not in seen:
+        seen.add(l)
+        todo += edges[l]
+    return seen
+
+  for t in targets.values():
+    if t.kind == 'py_library':
+      continue
+    reached = closure(edges[t.label]) | {t.label}
+    for l in sorted(reached):
+      for init in inits[targets[l].path]:
+        if init not in reached:
+          t.deps.setdefault(init, 'init')
+  return find_cycles(edges)
+
+
+def find_cycles(edges: Dict[str, List[str]]) -> List[str]:
+  problems, state = [], {}
+
+  def visit(node, stack):
+    state[node] = 1
+    for nxt in edges[node]:
+      if state.get(nxt) == 1:
+        problems.append('dependency cycle (Bazel rejects it): ' +
+                        ' -> '.join(stack[stack.index(nxt):] + [nxt]))
+      elif nxt not in state:
+        visit(nxt, stack + [nxt])
+    state[node] = 2
+
+  for node in sorted(edges):
+    if node not in state:
+      visit(node, [node])
+  return problems
 
 
 def fmt_list(key, items, comments=None):
   comments = comments or {}
   if len(items) == 1 and not comments:
     return [f'    {key} = [{items[0]}],']
-  out = [f'    {key} = [']
-  for it in items:
-    out.append(f'        {it},' + (f'  # {comments[it]}' if it in comments else ''))
-  out.append('    ],')
-  return out
+  return ([f'    {key} = ['] +
+          [f'        {it},' + (f'  # {comments[it]}' if it in comments else '') for it in items] +
+          ['    ],'])
 
 
 def sort_written(labels, package):
-  """labels (canonical) -> written forms sorted like buildifier, requirements last."""
-  reqs = sorted(l for l in labels if l.startswith('@pypi//'))
-  others = [l for l in labels if not l.startswith('@pypi//')]
-  written = [display(l, package) for l in others]
-  written.sort(key=lambda w: c._sort_key(w.strip('"')))
-  return written + [display(l, package) for l in reqs]
+  """Canonical labels -> written forms sorted like buildifier, requirements last."""
+  written = sorted((src.display(l, package) for l in labels if not l.startswith('@pypi//')),
+                   key=lambda w: src.sort_key(w.strip('"')))
+  return written + [src.display(l, package) for l in sorted(labels) if l.startswith('@pypi//')]
 
 
-def main(extra=None):
-  extra = extra or {}
-  modules = c.find_modules(REPO)
-  pins = c.read_requirements(REPO)
-  stdlib = c.stdlib_names()
-  by_pkg = {}
-  for m in modules:
-    by_pkg.setdefault(Path(m).parent.as_posix(), []).append(m)
-  conftest_label = c.expected_label(REPO, c.CONFTEST_PATH)
-  unsure = []
-  for pkg, mods in sorted(by_pkg.items()):
-    blocks, kinds, uses_req = [], set(), False
-    def order(m):
-      kind, name = c.expected_rule(REPO, m)
-      return (Path(m).name != '__init__.py', kind == 'py_test', name)
-    for m in sorted(mods, key=order):
-      kind, name = c.expected_rule(REPO, m)
-      kinds.add(kind)
-      own = c.expected_label(REPO, m)
-      imp = c.module_imports(REPO, m)
-      if imp.problems:
-        unsure += imp.problems
-      deps, dep_comments = {}, {}
-      for mod, how in imp.internal.items():
-        lab = c.expected_label(REPO, mod)
-        if lab != own:
-          deps[lab] = how
-      for top, how in imp.third_party.items():
-        if top in stdlib:
-          continue
-        dist = c.IMPORT_TO_PIP.get(top, top)
-        if c.normalize_dist(dist) not in pins:
-          unsure.append(f'{m}: {top} not pinned')
-          continue
-        deps[c.requirement_label(dist)] = how
-      data, data_comments = {}, {}
-      for mod, how in imp.runtime.items():
-        lab = c.expected_label(REPO, mod)
-        if lab != own and lab not in deps:
-          data[lab] = how
-      for lab in extra.get(m, ()):
-        if lab not in deps:
-          deps[lab] = 'init'
-      srcs = [f'"{Path(m).name}"']
-
-      if kind == 'py_test':
-        deps[conftest_label] = 'conftest'
-        deps[c.requirement_label('pytest')] = 'runner'
-        data[c.canonical(c.PYPROJECT, '')] = ''
-        runner = display(c.canonical(RUNNER, ''), pkg)
-        srcs.append(runner)
-      tree_text = (REPO / m).read_text()
-      if kind != 'py_library' and m not in c.STRING_SCAN_EXEMPT:
-        import ast
-        if any('configs/' in (c._string_value(n) or '') for n in ast.walk(ast.parse(tree_text))):
-          data[c.canonical(c.CONFIGS, '')] = ''
-      if kind == 'py_test' and c.names_fixtures(tree_text):
-        data[c.canonical(c.FIXTURE_FILES, '')] = ''
-      # comments for lazily loaded / subprocess deps
-      for lab, how in deps.items():
-        if how.startswith('import_module('):
-          dep_comments[display(lab, pkg)] = 'loaded lazily by importlib'
-      for lab, how in data.items():
-        if how.startswith('runs '):
-          data_comments[display(lab, pkg)] = f'run as python -m {how[6:-1]}'
-        elif how and how != '':
-          data_comments[display(lab, pkg)] = f'imported by a subprocess script'
-      lines = [f'# {l}' for l in TARGET_COMMENTS.get(m, [])]
-      lines += [f'{kind}(', f'    name = "{name}",']
-      srcs.sort(key=lambda w: c._sort_key(w.strip('"')))
-      lines += fmt_list('srcs', srcs)
-      if kind == 'py_test':
-        lines += fmt_list('args', [f'"$(rootpath {Path(m).name})"'])
-      if data:
-        lines += fmt_list('data', sort_written(data, pkg), data_comments)
-      if kind == 'py_test':
-        lines.append(f'    main = {runner},')
-      if m in TARGET_TAGS:
-        lines += fmt_list('tags', [f'"{t}"' for t in TARGET_TAGS[m]])
-      if deps:
-        uses_req |= any(l.startswith('@pypi//') for l in deps)
-        lines += fmt_list('deps', sort_written(deps, pkg), dep_comments)
-      lines.append(')')
-      blocks.append('\n'.join(lines))
-    head = [f'# {l}' for l in HEADERS.get(pkg, [])]
-    if head:
-      head.append('')
-    loads = []
-    if uses_req:
-      loads.append('load("@pypi//:requirements.bzl", "requirement")')
-    loads.append('load("@rules_python//python:defs.bzl", %s)' %
-                 ', '.join(f'"{k}"' for k in sorted(kinds)))
-    text = '\n'.join(head + loads) + '\n\npackage(default_visibility = ["//visibility:public"])\n'
-    if pkg == 'tests':
-      text += TESTS_EXTRA
-    if pkg == 'tests/fixtures':
-      text += FIXTURES_EXTRA
-    text += '\n' + '\n\n'.join(blocks) + '\n'
-    (REPO / pkg / 'BUILD').write_text(text)
-  return unsure
+def render_target(t: Target) -> str:
+  pkg, fname = t.package, Path(t.path).name
+  runner = src.display(RUNNER, pkg)
+  srcs = [f'"{fname}"'] + ([runner] if t.kind == 'py_test' else [])
+  srcs.sort(key=lambda w: src.sort_key(w.strip('"')))
+  dep_comments = {src.display(l, pkg): 'loaded lazily by importlib'
+                  for l, how in t.deps.items() if how.startswith('import_module(')}
+  data_comments = {}
+  for l, how in t.data.items():
+    if how.startswith('runs '):
+      data_comments[src.display(l, pkg)] = f'run as python -m {how[6:-1]}'
+    elif how:
+      data_comments[src.display(l, pkg)] = 'imported by a subprocess script'
+  lines = [f'# {l}' for l in TARGET_COMMENTS.get(t.path, [])]
+  lines += [f'{t.kind}(', f'    name = "{t.name}",'] + fmt_list('srcs', srcs)
+  if t.kind == 'py_test':
+    lines += fmt_list('args', [f'"$(rootpath {fname})"'])
+  if t.data:
+    lines += fmt_list('data', sort_written(t.data, pkg), data_comments)
+  if t.kind == 'py_test':
+    lines.append(f'    main = {runner},')
+  if t.path in TARGET_TAGS:
+    lines += fmt_list('tags', [f'"{tag}"' for tag in TARGET_TAGS[t.path]])
+  if t.deps:
+    lines += fmt_list('deps', sort_written(t.deps, pkg), dep_comments)
+  return '\n'.join(lines + [')'])
 
 
-main()
-chk = c.Checker(REPO)
-extra = {}
-for t in chk.py_targets():
-  if t.kind in ('py_binary', 'py_test'):
-    deps, _, _ = chk.required_internal(t)
-    extra[chk.own_module(t)] = {l for l, how in deps.items() if how.startswith('Python runs')}
-unsure = main(extra)
-print('\n'.join(unsure) or 'no problems')
+def render_package(pkg: str, targets: List[Target]) -> str:
+  def order(t):
+    return (Path(t.path).name != '__init__.py', t.kind == 'py_test', t.name)
+  targets = sorted(targets, key=order)
+  head = [f'# {l}' for l in HEADERS.get(pkg, [])] + ([''] if pkg in HEADERS else [])
+  if any(l.startswith('@pypi//') for t in targets for l in t.deps):
+    head.append('load("@pypi//:requirements.bzl", "requirement")')
+  kinds = sorted({t.kind for t in targets})
+  head.append('load("@rules_python//python:defs.bzl", %s)' % ', '.join(f'"{k}"' for k in kinds))
+  text = '\n'.join(head) + '\n\npackage(default_visibility = ["//visibility:public"])\n'
+  text += {'tests': TESTS_EXTRA, 'tests/fixtures': FIXTURES_EXTRA}.get(pkg, '')
+  return text + '\n' + '\n\n'.join(render_target(t) for t in targets) + '\n'
+
+
+def generate(repo: Path) -> Tuple[Dict[str, str], List[str]]:
+  """({'tff_meta/BUILD': text, ...}, problems), from the sources alone."""
+  targets, problems = read_targets(repo)
+  problems += add_init_deps(repo, targets)
+  by_pkg: Dict[str, List[Target]] = {}
+  for t in targets.values():
+    by_pkg.setdefault(t.package, []).append(t)
+  return {f'{pkg}/BUILD': render_package(pkg, ts) for pkg, ts in sorted(by_pkg.items())}, problems
+
+
+def committed(repo: Path) -> Dict[str, str]:
+  """The BUILD files under the Python roots as they are on disk."""
+  found = {}
+  for root in src.PY_ROOTS:
+    for dirpath, dirnames, filenames in os.walk(repo / root):
+      dirnames[:] = sorted(d for d in dirnames if d not in src.SKIP_DIRS)
+      if 'BUILD' in filenames:
+        path = Path(dirpath, 'BUILD')
+        found[path.relative_to(repo).as_posix()] = path.read_text()
+  return found
+
+
+def diff(repo: Path, files: Dict[str, str]) -> str:
+  """A unified diff from the committed BUILD files to `files` ('' when they agree)."""
+  have = committed(repo)
+  out = []
+  for path in sorted(set(have) | set(files)):
+    old, new = have.get(path, ''), files.get(path, '')
+    out += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                f'a/{path}', f'b/{path}' if path in files else '/dev/null')
+  return ''.join(out)
+
+
+def write(repo: Path, files: Dict[str, str]) -> List[str]:
+  """Writes (atomically) the BUILD files that differ, removes stale ones; returns what changed."""
+  have, changed = committed(repo), []
+  for path, text in files.items():
+    if have.get(path) != text:
+      tmp = repo / f'{path}.tmp'
+      tmp.write_text(text)
+      os.replace(tmp, repo / path)
+      changed.append(path)
+  for path in sorted(set(have) - set(files)):
+    (repo / path).unlink()
+    changed.append(f'{path} (removed: its folder has no Python module)')
+  return changed
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
+  parser.add_argument('--check', action='store_true',
+                      help='write nothing; exit 1 with a diff when a BUILD file is stale')
+  args = parser.parse_args(argv)
+  files, problems = generate(REPO)
+  for p in problems:
+    print(f'error: {p}', file=sys.stderr)
+  if args.check:
+    stale = diff(REPO, files)
+    if stale:
+      sys.stdout.write(stale)
+      print('error: the BUILD files do not match the sources; run python .ci/gen_bazel.py',
+            file=sys.stderr)
+      return 1
+  else:
+    changed = write(REPO, files)
+    print('\n'.join(f'wrote {c}' for c in changed) or 'the BUILD files are up to date')
+  return 1 if problems else 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
