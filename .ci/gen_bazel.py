@@ -179,15 +179,30 @@ def add_init_deps(repo: Path, targets: Dict[str, Target]) -> List[str]:
         todo += edges[l]
     return seen
 
-  for t in targets.values():
+  cycles = find_cycles(edges)
+  order, seen = [], set()  # dependencies first: a binary a test runs is complete before the test
+
+  def post_order(l):
+    seen.add(l)
+    for d in edges[l]:
+      if d not in seen:
+        post_order(d)
+    order.append(targets[l])
+
+  for l in sorted(edges):
+    if l not in seen:
+      post_order(l)
+  for t in order:
     if t.kind == 'py_library':
       continue
-    reached = closure(edges[t.label]) | {t.label}
-    for l in sorted(reached):
-      for init in inits[targets[l].path]:
-        if init not in reached:
-          t.deps.setdefault(init, 'init')
-  return find_cycles(edges)
+    missing = True
+    while missing:  # an added __init__ brings its own imports, and their packages
+      reached = closure(edges[t.label]) | {t.label}
+      missing = sorted({i for l in reached for i in inits[targets[l].path]} - reached)
+      for init in missing:
+        t.deps[init] = 'init'
+        edges[t.label].append(init)
+  return cycles
 
 
 def find_cycles(edges: Dict[str, List[str]]) -> List[str]:
