@@ -152,14 +152,14 @@ def string_value(node: ast.AST) -> Optional[str]:
   return None
 
 
-def names_fixtures(tree: ast.AST) -> bool:
-  """True when the module uses the FIXTURES constant of tests/conftest.py."""
-  return any(isinstance(n, ast.Name) and n.id == 'FIXTURES' for n in ast.walk(tree))
+def names_fixtures(nodes: List[ast.AST]) -> bool:
+  """True when the module (its `nodes`) uses the FIXTURES constant of tests/conftest.py."""
+  return any(isinstance(n, ast.Name) and n.id == 'FIXTURES' for n in nodes)
 
 
-def names_configs(tree: ast.AST) -> bool:
+def names_configs(nodes: List[ast.AST]) -> bool:
   """True when a string constant of the module names a path under configs/."""
-  return any('configs/' in (string_value(n) or '') for n in ast.walk(tree))
+  return any('configs/' in (string_value(n) or '') for n in nodes)
 
 
 _CODE_IMPORT = re.compile(r'(?m)^\s*(from|import)\s+(%s)\b' % '|'.join(PY_ROOTS))
@@ -172,8 +172,9 @@ def _is_import_call(n: ast.AST) -> bool:
            (isinstance(n.func, ast.Name) and n.func.id in ('import_module', '__import__'))))
 
 
-def module_imports(repo: Path, path: str, tree: ast.AST) -> Imports:
-  """Static, lazy, dynamic and subprocess imports of the module at `path`."""
+def module_imports(repo: Path, path: str, nodes: List[ast.AST]) -> Imports:
+  """Static, lazy, dynamic and subprocess imports of the module at `path`, whose syntax
+  tree is `nodes` (list(ast.walk(tree)))."""
   out = Imports()
   package = Path(path).parent.parts  # what `from . import x` is relative to
 
@@ -190,8 +191,8 @@ def module_imports(repo: Path, path: str, tree: ast.AST) -> Imports:
       else:
         out.problems.append(f'{path}: `{how}` names {dotted}, which is no module in this repo')
 
-  def visit_imports(node: ast.AST, into: Dict[str, str], third_party: bool):
-    for n in ast.walk(node):
+  def visit_imports(nodes: List[ast.AST], into: Dict[str, str], third_party: bool):
+    for n in nodes:
       if isinstance(n, ast.Import):
         for alias in n.names:
           top = alias.name.split('.')[0]
@@ -215,10 +216,10 @@ def module_imports(repo: Path, path: str, tree: ast.AST) -> Imports:
         elif third_party and top != '__future__':
           out.third_party.setdefault(top, how)
 
-  visit_imports(tree, out.internal, third_party=True)
+  visit_imports(nodes, out.internal, third_party=True)
 
-  constants = {s for s in (string_value(n) for n in ast.walk(tree)) if s is not None}
-  for n in ast.walk(tree):  # importlib.import_module(...) / __import__(...)
+  constants = {s for s in map(string_value, nodes) if s is not None}
+  for n in nodes:  # importlib.import_module(...) / __import__(...)
     if not _is_import_call(n):
       continue
     arg = n.args[0]
@@ -256,7 +257,7 @@ def module_imports(repo: Path, path: str, tree: ast.AST) -> Imports:
         code = ast.parse(textwrap.dedent(s))
       except SyntaxError:
         continue
-      visit_imports(code, out.runtime, third_party=False)
+      visit_imports(list(ast.walk(code)), out.runtime, third_party=False)
   for p in list(out.runtime):
     if p in out.internal:
       del out.runtime[p]

@@ -26,6 +26,7 @@ import argparse
 import ast
 import dataclasses
 import difflib
+import functools
 import os
 import sys
 from pathlib import Path
@@ -118,18 +119,19 @@ def read_targets(repo: Path) -> Tuple[Dict[str, Target], List[str]]:
   pins = src.read_requirements(repo)
   stdlib = src.stdlib_names()
   modules = src.find_modules(repo)
-  conftest = src.expected_label(repo, CONFTEST) if CONFTEST in modules else None
+  label_of = functools.lru_cache(maxsize=None)(lambda m: src.expected_label(repo, m))
+  conftest = label_of(CONFTEST) if CONFTEST in modules else None
   targets, problems = {}, []
   for m in modules:
     kind, name = src.expected_rule(repo, m)
-    own = src.expected_label(repo, m)
-    tree = ast.parse((repo / m).read_text(), m)
-    imp = src.module_imports(repo, m, tree)
+    own = label_of(m)
+    nodes = list(ast.walk(ast.parse((repo / m).read_text(), m)))
+    imp = src.module_imports(repo, m, nodes)
     problems += imp.problems
     deps = {}
     for mod, how in imp.internal.items():
-      if src.expected_label(repo, mod) != own:
-        deps[src.expected_label(repo, mod)] = how
+      if label_of(mod) != own:
+        deps[label_of(mod)] = how
     for top, how in imp.third_party.items():
       if top in stdlib:
         continue
@@ -142,7 +144,7 @@ def read_targets(repo: Path) -> Tuple[Dict[str, Target], List[str]]:
       deps[src.requirement_label(dist)] = how
     data = {}
     for mod, how in imp.runtime.items():
-      lab = src.expected_label(repo, mod)
+      lab = label_of(mod)
       if lab != own and lab not in deps:
         data[lab] = how
     if kind == 'py_test':
@@ -150,9 +152,9 @@ def read_targets(repo: Path) -> Tuple[Dict[str, Target], List[str]]:
         deps[conftest] = 'conftest'
       deps[src.requirement_label('pytest')] = 'runner'
       data[PYPROJECT] = ''
-      if src.names_fixtures(tree):
+      if src.names_fixtures(nodes):
         data[FIXTURE_FILES] = ''
-    if kind != 'py_library' and m not in src.STRING_SCAN_EXEMPT and src.names_configs(tree):
+    if kind != 'py_library' and m not in src.STRING_SCAN_EXEMPT and src.names_configs(nodes):
       data[CONFIGS] = ''
     targets[own] = Target(m, kind, name, own, deps, data)
   return targets, problems
@@ -164,11 +166,11 @@ def add_init_deps(repo: Path, targets: Dict[str, Target]) -> List[str]:
   edges = {l: [d for d in list(t.deps) + list(t.data) if d in targets]
            for l, t in targets.items()}
   by_path = {t.path: l for l, t in targets.items()}
+  kept = {p for p in by_path if p.endswith('/__init__.py') and not src.trivial(repo / p)}
   inits = {}  # module path -> labels of its non-trivial enclosing __init__.py files
   for t in targets.values():
-    inits[t.path] = [by_path[i] for i in (f'{p.as_posix()}/__init__.py' for p in Path(t.path).parents
-                                          if p != Path('.'))
-                     if i in by_path and i != t.path and not src.trivial(repo / i)]
+    inits[t.path] = [by_path[i] for i in (f'{p.as_posix()}/__init__.py' for p in Path(t.path).parents)
+                     if i in kept and i != t.path]
 
   def closure(start):
     seen, todo = set(), list(start)
@@ -311,7 +313,8 @@ def diff(repo: Path, files: Dict[str, str]) -> str:
   for path in sorted(set(have) | set(files)):
     old, new = have.get(path, ''), files.get(path, '')
     out += difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                f'a/{path}', f'b/{path}' if path in files else '/dev/null')
+                                f'a/{path}' if path in have else '/dev/null',
+                                f'b/{path}' if path in files else '/dev/null')
   return ''.join(out)
 
 
