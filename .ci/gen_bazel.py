@@ -315,7 +315,11 @@ def main(argv=None) -> int:
   parser.add_argument('--check', action='store_true',
                       help='write nothing; exit 1 with a diff when a BUILD file is stale')
   args = parser.parse_args(argv)
-  files, problems = generate(REPO)
+  try:
+    files, problems = generate(REPO)
+  except (OSError, SyntaxError) as e:  # a missing requirements.txt, a module that does not parse
+    print(f'error: {e}; fix it and run python .ci/gen_bazel.py again', file=sys.stderr)
+    return 1
   for p in problems:
     print(f'error: {p}', file=sys.stderr)
   if args.check:

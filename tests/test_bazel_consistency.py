@@ -1,11 +1,6 @@
-"""The Bazel files agree with the Python sources.
-
-Every BUILD file under tff_meta/, programs/ and tests/ is generated from the imports by
-.ci/gen_bazel.py (its docstring gives the rules). This test generates them in memory and
-fails with a unified diff when a committed one differs; the fix is `python .ci/gen_bazel.py`.
-It also wants every third-party import pinned in requirements.txt, and a WORKSPACE that
-pip_parses requirements.txt for Python 3.11. No TensorFlow import.
-"""
+"""The BUILD files under tff_meta/, programs/ and tests/ are what .ci/gen_bazel.py generates
+from the imports (a unified diff and the fix otherwise), every third-party import is pinned in
+requirements.txt, and WORKSPACE pip_parses requirements.txt for Python 3.11. No TF import."""
 import functools
 import importlib.util
 import os
@@ -62,11 +57,11 @@ def test_workspace():
 def copy(tmp_path):
   shutil.copy(REPO / 'requirements.txt', tmp_path)
   shutil.copytree(REPO / '.ci', tmp_path / '.ci', ignore=shutil.ignore_patterns('__pycache__'))
+  def skip(folder, names):  # only the sources and BUILD files
+    return [n for n in names if not (n.endswith('.py') or n == 'BUILD' or
+                                     os.path.isdir(os.path.join(folder, n)))]
   for root in ('tff_meta', 'programs', 'tests'):
-    for path in (REPO / root).rglob('*'):
-      if path.is_file() and (path.suffix == '.py' or path.name == 'BUILD'):
-        (tmp_path / path.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, tmp_path / path.relative_to(REPO))
+    shutil.copytree(REPO / root, tmp_path / root, ignore=skip)
   return tmp_path
 
 
@@ -82,8 +77,7 @@ def test_a_removed_dep_line_shows_in_the_diff(copy):
 
 
 def test_a_new_module_and_an_unpinned_import_are_caught(copy):
-  (copy / 'tff_meta/core/extra.py').write_text(
-      'import notpinned\nfrom tff_meta.core import registry\n')
+  (copy / 'tff_meta/core/extra.py').write_text('import notpinned\nfrom tff_meta.core import registry\n')
   files, problems = gen_bazel.generate(copy)
   stale = gen_bazel.diff(copy, files)
   assert '+    name = "extra",\n' in stale and '+    deps = [":registry"],\n' in stale
