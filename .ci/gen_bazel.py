@@ -7,8 +7,9 @@ Run it after adding or moving a module; tests/test_bazel_consistency.py fails un
 committed BUILD files are what this prints. The rules:
 
   * one target per module: a package's __init__.py is the py_library named after the
-    package (//tff_meta/algorithms), tests/**/test_*.py a py_test run by pytest, a program
-    with a main a py_binary, anything else a py_library;
+    package (//tff_meta/algorithms), tests/**/test_*.py a pytest_test (tests/pytest.bzl: a
+    py_test run by pytest, with conftest.py), a program with a main a py_binary, anything
+    else a py_library;
   * deps: the owners of the first-party modules it imports (statically, through
     importlib.import_module(f'pkg.{name}') loaders, or DYNAMIC_IMPORTS), and
     requirement("...") for every third-party import pinned in requirements.txt;
@@ -19,7 +20,7 @@ committed BUILD files are what this prints. The rules:
     modules it reaches (Bazel puts an empty one in place of a missing one; libraries
     cannot carry it, since a package's __init__ imports them: a cycle).
 
-Only the root BUILD file (and WORKSPACE) is written by hand."""
+Only the root BUILD file, tests/pytest.bzl and WORKSPACE are written by hand."""
 from __future__ import annotations
 
 import argparse
