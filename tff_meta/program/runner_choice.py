@@ -74,7 +74,9 @@ def choose_runner(alg: Algorithm, pool: WorkerPool, *, rounds_per_call: int,
            f'{rounds_per_call} rounds instead of staying resident on the worker.')
     return ChunkedRounds(alg.process, rounds_per_call, round_batch, needs_state)
   if resident_state and workers > 1:
-    return PoolResidentRounds(alg.process, pool.addresses, num_clients, needs_state)
+    return PoolResidentRounds(alg.process, pool.addresses, num_clients, needs_state,
+                              tls=pool.tls)
   if resident_state:
-    return ResidentRounds(alg.process, pool.addresses[0], num_clients, needs_state)
+    return ResidentRounds(alg.process, pool.addresses[0], num_clients, needs_state,
+                          tls=pool.tls)
   return PlainRounds(alg.process)
