@@ -183,3 +183,54 @@ def test_documented_tls_commands_train_like_local_workers(tmp_path):
   assert plain.returncode == 0, plain.stderr[-3000:]
   assert _losses(tmp_path / 'tls') == pytest.approx(_losses(tmp_path / 'local'), rel=1e-5)
   assert len(_losses(tmp_path / 'tls')) == 3
+
+
+@pytest.fixture(scope='module')
+def runner():
+  from tests.programs.program_client import Runner  # pylint: disable=g-import-not-at-top
+  r = Runner()
+  yield r
+  r.close()
+
+
+def test_bad_tls_input_is_one_error_line(runner, pools, tmp_path):
+  """Partial flags, missing files, bad hosts, an existing pool, a busy port: `error:`, exit 1."""
+  from tests.programs.program_client import assert_clean_error, snapshot  # pylint: disable=g-import-not-at-top
+  ours = pools / 'ours'
+  worker_tls = tls_helpers.tls_flags(ours)
+  before = snapshot(str(ours))
+  cases = [
+      ('programs.worker', worker_tls[:1], '--tls_cert, --tls_key as well'),
+      ('programs.worker', [f'--tls_ca={tmp_path}/no.crt'] + worker_tls[1:], 'no.crt: No such file'),
+      ('programs.worker', [f'--tls_ca={ours}/ca.crt', f'--tls_cert={ours}/trainer.crt',
+                           f'--tls_key={ours}/worker.key'], 'is not the key of certificate'),
+      ('programs.worker', [f'--make_certs={tmp_path}/new'], '--hosts needs'),
+      ('programs.worker', [f'--make_certs={ours}', '--hosts=localhost'], 'never overwritten'),
+      ('programs.train', ['--config=configs/demo/digits.toml', '--executor=workers',
+                          '--workers=localhost:1', f'--workers_tls_ca={ours}/ca.crt'],
+       '--workers_tls_cert, --workers_tls_key as well'),
+      ('programs.train', ['--config=configs/demo/digits.toml', f'--workers_tls_ca={ours}/ca.crt'],
+       'only used with --executor=workers'),
+  ]
+  for module, args, expect in cases:
+    assert_clean_error(runner.run(module, *args, f'--output_dir={tmp_path}/out'
+                                  if module == 'programs.train' else '--port=1'), expect)
+  assert snapshot(str(ours)) == before
+  assert not os.path.exists(tmp_path / 'new')
+  with socket_on_a_port() as port:
+    assert_clean_error(runner.run('programs.worker', f'--port={port}', *worker_tls),
+                       f'cannot listen on port {port}')
+
+
+class socket_on_a_port:  # pylint: disable=invalid-name
+  """A listening socket on a free port, so that the port is busy."""
+
+  def __enter__(self):
+    import socket  # pylint: disable=g-import-not-at-top
+    self._socket = socket.socket(socket.AF_INET6)
+    self._socket.bind(('::', 0))
+    self._socket.listen(1)
+    return self._socket.getsockname()[1]
+
+  def __exit__(self, *exc):
+    self._socket.close()
