@@ -137,8 +137,8 @@ def pool_hosts(tmp_path_factory):
   assert not any(n in _ip('netns', 'list').stdout for n in hosts.names)
 
 
-def _start(hosts, i, certs, log):
-  return tls_helpers.TlsWorker(certs, PORT, prefix=hosts.prefix(i), log=log)
+def _start(hosts, i, certs, log, wait=True):
+  return tls_helpers.TlsWorker(certs, PORT, prefix=hosts.prefix(i), log=log, wait=wait)
 
 
 def _bridge_folder(worker):
@@ -155,7 +155,7 @@ def _stop(worker):
 
 def _train(workers, certs, out, extra=(), wait=True):
   cmd = [sys.executable, '-m', 'programs.train', '--config=configs/demo/digits.toml',
-         '--algorithm=fedmeta_maml', '--rounds=30', '--eval_every=15', '--checkpoint_every=2',
+         '--algorithm=fedmeta_maml', '--rounds=16', '--eval_every=8', '--checkpoint_every=2',
          '--progress=false', f'--output_dir={out}', '--executor=workers',
          f'--workers={",".join(workers)}', *tls_helpers.tls_flags(certs, 'trainer'), *extra]
   if not wait:
@@ -187,10 +187,12 @@ def test_a_tls_pool_across_hosts(pool_hosts, tmp_path):
   certs, other = tmp_path / 'pool', tmp_path / 'other'
   cert_files.make_pool_certs(str(certs), hosts.addresses)
   cert_files.make_pool_certs(str(other), hosts.addresses)
-  workers, proxy = [None, None], None
+  workers, proxy, run = [None, None], None, None
   try:
-    for i in range(2):
-      workers[i] = _start(hosts, i, certs, tmp_path / f'worker{i}.log')
+    for i in range(2):   # both start at once, then are waited for
+      workers[i] = _start(hosts, i, certs, tmp_path / f'worker{i}.log', wait=False)
+    for w in workers:
+      w.wait()
     a = f'{hosts.addresses[0]}:{PORT}'
 
     # Strangers from the trainer's host: refused, and the worker runs nothing.
@@ -220,17 +222,23 @@ def test_a_tls_pool_across_hosts(pool_hosts, tmp_path):
     # The link to worker host 1 is delayed; results equal 2 local workers'.
     proxy = DelayProxy((hosts.addresses[1], PORT), DELAY_S)
     pool = [a, f'127.0.0.1:{proxy.port}']   # the worker's certificate names 127.0.0.1 too
-    ref = _train(pool, certs, tmp_path / 'ref')
+    local = subprocess.Popen(   # the reference, 2 local workers, alongside
+        [sys.executable, '-m', 'programs.train', '--config=configs/demo/digits.toml',
+         '--algorithm=fedmeta_maml', '--rounds=16', '--eval_every=8', '--checkpoint_every=2',
+         '--progress=false', f'--output_dir={tmp_path / "local"}', '--executor=local',
+         '--local_workers=2'], cwd=REPO, env=helpers.program_env(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    try:
+      ref = _train(pool, certs, tmp_path / 'ref')
+      _, local_err = local.communicate(timeout=900)
+    finally:
+      if local.poll() is None:
+        local.kill()
+        local.wait()
     assert ref.returncode == 0, ref.stderr[-3000:]
     assert proxy.bytes > 100_000   # the rounds did cross the delayed link
-    local = subprocess.run(
-        [sys.executable, '-m', 'programs.train', '--config=configs/demo/digits.toml',
-         '--algorithm=fedmeta_maml', '--rounds=30', '--eval_every=15', '--checkpoint_every=2',
-         '--progress=false', f'--output_dir={tmp_path / "local"}', '--executor=local',
-         '--local_workers=2'], cwd=REPO, env=helpers.program_env(), capture_output=True,
-        text=True, timeout=900)
-    assert local.returncode == 0, local.stderr[-3000:]
-    assert len(_rows(tmp_path / 'ref')) == 30
+    assert local.returncode == 0, local_err[-3000:]
+    assert len(_rows(tmp_path / 'ref')) == 16
     for (r1, loss1, acc1), (r2, loss2, acc2) in zip(_rows(tmp_path / 'ref'),
                                                     _rows(tmp_path / 'local')):
       assert r1 == r2 and acc1 == pytest.approx(acc2, abs=1e-9)
@@ -250,7 +258,7 @@ def test_a_tls_pool_across_hosts(pool_hosts, tmp_path):
     _, stderr = run.communicate(timeout=300)
     assert run.returncode == WORKER_LOST_EXIT_CODE, stderr[-3000:]
     assert f'error: TFF worker(s) {a} stopped answering during' in stderr, stderr[-3000:]
-    assert helpers.csv_rounds(out / 'metrics.csv')[-1] < 30
+    assert helpers.csv_rounds(out / 'metrics.csv')[-1] < 16
     deadline = time.time() + 30
     while helpers.alive(executor):   # its worker_binary follows it (PR_SET_PDEATHSIG)
       assert time.time() < deadline
@@ -263,6 +271,9 @@ def test_a_tls_pool_across_hosts(pool_hosts, tmp_path):
     assert _rows(out) == _rows(tmp_path / 'ref')
     assert _scores(out) == _scores(tmp_path / 'ref')
   finally:
+    if run is not None and run.poll() is None:   # a failed check left the trainer running
+      run.kill()
+      run.communicate()
     if proxy:
       proxy.stop()
     for w in workers:

@@ -28,7 +28,7 @@ def tls_flags(certs, side='worker'):
 class TlsWorker:
   """`python -m programs.worker` with TLS (optionally under `prefix`, e.g. ip netns exec)."""
 
-  def __init__(self, certs, port, prefix=(), log=None, timeout_s=120):
+  def __init__(self, certs, port, prefix=(), log=None, wait=True):
     self.log_path = log
     self._log = open(log, 'w') if log else subprocess.DEVNULL
     self.process = subprocess.Popen(
@@ -36,6 +36,12 @@ class TlsWorker:
         tls_flags(certs), cwd=REPO, env=helpers.program_env(), stdout=subprocess.PIPE,
         stderr=self._log, text=True, start_new_session=True)
     self.pid = self.process.pid
+    self.executor_pid = self.banner = None
+    if wait:
+      self.wait()
+
+  def wait(self, timeout_s=300):
+    """Waits for the serving line; sets `banner` and `executor_pid`."""
     deadline = time.time() + timeout_s
     line = ''
     while not SERVING.search(line):
@@ -46,6 +52,7 @@ class TlsWorker:
       assert time.time() < deadline, 'programs.worker did not start'
     self.executor_pid = int(SERVING.search(line).group(2))
     self.banner = line
+    return self
 
   def log_text(self):
     if not self.log_path:
