@@ -20,6 +20,7 @@ clients across the pool with TFF's mergeable-computation context.
 """
 
 import signal
+import subprocess
 import sys
 import time
 
@@ -68,6 +69,20 @@ def make_certs() -> None:
   print(f'Keep {paths["ca.key"]} off the workers and the trainer; it signs new certificates.')
 
 
+def _start_worker(files) -> WorkerProcess:
+  """With TLS the executor takes a free port, in a network of its own where it can
+  (netns.py), and the front takes --port; without, the executor takes --port."""
+  kwargs = dict(log_dir=FLAGS.log_dir or None, max_concurrent_calls=FLAGS.max_concurrent_calls)
+  if not files:
+    return WorkerProcess(port=FLAGS.port, **kwargs)
+  if netns.available():
+    try:
+      return WorkerProcess(private_network=True, **kwargs)
+    except (OSError, subprocess.SubprocessError) as e:   # e.g. a seccomp filter: as without
+      print(f'note: the worker cannot have a network of its own here ({e}).', file=sys.stderr)
+  return WorkerProcess(**kwargs)
+
+
 def serve() -> None:
   try:
     files = tls.TlsFiles.load(FLAGS.tls_ca, FLAGS.tls_cert, FLAGS.tls_key, 'tls_')
@@ -78,11 +93,7 @@ def serve() -> None:
   signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
   front = None
   try:
-    # With TLS the executor takes a free port, in a network of its own where it can
-    # (netns.py), and the front takes --port.
-    worker = WorkerProcess(port=None if files else FLAGS.port, log_dir=FLAGS.log_dir or None,
-                           max_concurrent_calls=FLAGS.max_concurrent_calls,
-                           private_network=bool(files) and netns.available())
+    worker = _start_worker(files)
   except (RuntimeError, ValueError) as e:
     cli.fail(e)
   try:
@@ -91,10 +102,10 @@ def serve() -> None:
         front = tls.TlsFront(FLAGS.port, worker.address, files)
       except RuntimeError as e:
         cli.fail(e)
-      where = ('its own network namespace, reached through ' + worker.address
-               if worker.bridge else f'port {worker.port}')
+      where = ('in its own network namespace, reached through ' + worker.address
+               if worker.bridge else f'on port {worker.port}')
       print(f'TFF worker serving on port {front.port} with mutual TLS (executor pid '
-            f'{worker.pid} in {where}); log {worker.log_path}', flush=True)
+            f'{worker.pid} {where}); log {worker.log_path}', flush=True)
       if not worker.bridge:
         _warn(f'TFF\'s worker_binary has no bind-address option and, without root, cannot get '
               f'a network of its own: its plain port {worker.port} listens on every interface. '

@@ -234,3 +234,28 @@ class socket_on_a_port:  # pylint: disable=invalid-name
 
   def __exit__(self, *exc):
     self._socket.close()
+
+
+@pytest.mark.slow
+def test_tls_worker_without_cap_sys_admin_warns_and_serves(pools, tmp_path):
+  """As in a container: no network of its own for the executor, a warning naming its port."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  if os.geteuid() != 0 or shutil.which('capsh') is None:
+    pytest.skip('needs root and capsh (libcap2-bin) to drop CAP_SYS_ADMIN')
+  ours = pools / 'ours'
+  port = portpicker.pick_unused_port()
+  worker = tls_helpers.TlsWorker(ours, port, prefix=['capsh', '--drop=cap_sys_admin', '--', '-c',
+                                                     'exec "$0" "$@"'], log=tmp_path / 'w.log')
+  try:
+    assert 'its own network namespace' not in worker.banner
+    assert (os.readlink(f'/proc/{worker.executor_pid}/ns/net') ==
+            os.readlink('/proc/self/ns/net'))
+    inner = re.search(r'on port (\d+)\); log', worker.banner).group(1)
+    assert (f'its plain port {inner} listens on every interface. Let only port {port} be '
+            'reached' in ' '.join(worker.log_text().split()))
+    channel = tls.open_channel(f'localhost:{port}', _load(ours, 'trainer'))
+    assert tls_helpers.run_on(channel, tls_helpers.marker_computation(str(tmp_path / 'm'))) == 1
+    channel.close()
+  finally:
+    worker.stop()
+  assert not helpers.alive(worker.executor_pid)

@@ -10,9 +10,9 @@ file, not a network address, so the TLS front in the host's namespace
 reaches it with `grpc.insecure_channel('unix:<path>')`, and nothing else
 can: the folder is mode 0700.
 
-Without root (a namespace needs CAP_SYS_ADMIN) `available()` is False and
-the worker listens on the host's network as before; programs.worker then says
-so and which port to firewall.
+Without root (a namespace needs CAP_SYS_ADMIN, which a container's root
+usually lacks) `available()` is False and the worker listens on the host's
+network as before; programs.worker then says so and which port to firewall.
 """
 
 from __future__ import annotations
@@ -36,10 +36,27 @@ def _libc():
   return ctypes.CDLL(None, use_errno=True)
 
 
+_CAP_NET_ADMIN, _CAP_SYS_ADMIN = 12, 21
+
+
+def _effective_capabilities() -> int:
+  try:
+    with open('/proc/self/status') as f:
+      for line in f:
+        if line.startswith('CapEff:'):
+          return int(line.split()[1], 16)
+  except (OSError, ValueError, IndexError):
+    pass
+  return 0
+
+
 def available() -> bool:
-  """Whether this process may give a child its own network namespace (Linux, root)."""
-  return (sys.platform.startswith('linux') and os.geteuid() == 0 and
-          os.path.exists('/proc/self/ns/net'))
+  """Whether this process may give a child its own network namespace and bring up its
+  loopback (Linux, CAP_SYS_ADMIN and CAP_NET_ADMIN: root outside a container; a
+  container's root usually lacks CAP_SYS_ADMIN)."""
+  caps = _effective_capabilities()
+  return (sys.platform.startswith('linux') and os.path.exists('/proc/self/ns/net') and
+          bool(caps >> _CAP_SYS_ADMIN & 1) and bool(caps >> _CAP_NET_ADMIN & 1))
 
 
 def isolate() -> None:
