@@ -101,7 +101,8 @@ class WorkerPool:
       while not stub.is_ready:
         if time.monotonic() > deadline:
           self.close()
-          how = (' over mutual TLS (is it started with --tls_*, does its certificate name '
+          how = (' over mutual TLS (is it serving with --tls_ca/--tls_cert/--tls_key, does its '
+                 'certificate name '
                  f'{address.rpartition(":")[0]}, and did the same CA sign it and the trainer\'s?)'
                  if tls else '')
           raise WorkerUnavailableError(

@@ -81,6 +81,7 @@ def check_pair(files: TlsFiles, ca_path: str, cert_path: str, key_path: str) -> 
   checked here, before any connection.
   """
   from cryptography import x509  # pylint: disable=g-import-not-at-top
+  from cryptography.exceptions import InvalidSignature  # pylint: disable=g-import-not-at-top
   from cryptography.hazmat.primitives import serialization  # pylint: disable=g-import-not-at-top
   try:
     ca = x509.load_pem_x509_certificate(files.ca)
@@ -100,7 +101,7 @@ def check_pair(files: TlsFiles, ca_path: str, cert_path: str, key_path: str) -> 
     raise TlsError(f'private key {key_path} is not the key of certificate {cert_path}.')
   try:
     cert.verify_directly_issued_by(ca)
-  except (ValueError, TypeError, Exception) as e:  # InvalidSignature has no common base
+  except (ValueError, TypeError, InvalidSignature) as e:   # another issuer; a bad signature
     raise TlsError(f'certificate {cert_path} was not signed by the CA {ca_path} '
                    f'({type(e).__name__}); make both with the same --make_certs.') from None
 
