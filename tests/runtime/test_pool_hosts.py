@@ -148,9 +148,14 @@ def _bridge_folder(worker):
 
 def _stop(worker):
   worker.stop()
-  folder = _bridge_folder(worker)   # left behind by a worker killed with SIGKILL
-  if folder:
+  if not worker.banner:
+    return
+  folder = _bridge_folder(worker)   # left behind by a worker killed with SIGKILL, as is
+  if folder:                        # its empty log
     shutil.rmtree(folder, ignore_errors=True)
+  log = re.search(r'; log (\S+)$', worker.banner.strip()).group(1)
+  if os.path.exists(log) and os.path.getsize(log) == 0:
+    os.remove(log)
 
 
 def _train(workers, certs, out, extra=(), wait=True):
