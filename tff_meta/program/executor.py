@@ -165,8 +165,8 @@ def make_pool(flag_values, log_dir=None, max_concurrent_calls: int = -1) -> Work
   tls_flags = [f'--workers_tls_{n}' for n in ('ca', 'cert', 'key')
                if getattr(flag_values, f'workers_tls_{n}', None)]
   if tls_flags:
-    raise ConfigError(f'{", ".join(tls_flags)}: only used with --executor=workers (the '
-                      'workers this program starts listen on loopback only).')
+    raise ConfigError(f'{", ".join(tls_flags)}: only used with --executor=workers (this '
+                      'program reaches the workers it starts over loopback).')
   if flag_values.local_workers < 1:
     raise ConfigError(f'--local_workers must be >= 1, got {flag_values.local_workers}.')
   envs = worker_envs(devices, flag_values.local_workers)
