@@ -314,3 +314,62 @@ def test_kubernetes_job_lists_every_worker_pod():
   output_dir = _flag_value(job[2], 'output_dir')
   mounts = re.findall(r'mountPath: (\S+)', job[2])
   assert any(output_dir.startswith(m.rstrip('/') + '/') for m in mounts), (output_dir, mounts)
+
+
+def _mounted(block: str, path: str) -> bool:
+  """Whether a compose service mounts a host file at `path` (read-only)."""
+  return re.search(rf'^\s*- \S+:{re.escape(path)}:ro$', block, re.MULTILINE) is not None
+
+
+def _make_certs_hosts(text: str) -> List[str]:
+  return _flag_value(text, 'hosts').split(',')
+
+
+def test_compose_pool_uses_mutual_tls_on_an_internal_network():
+  code = '\n'.join(_split_comment(l)[0] for l in _read(COMPOSE).splitlines())
+  blocks = {re.match(r'\s*([\w.-]+):', b[0]).group(1): '\n'.join(b) for b in yaml_blocks(code)}
+  worker, trainer = blocks['x-worker'], blocks['trainer']
+  for flag, name in (('tls_ca', 'ca.crt'), ('tls_cert', 'worker.crt'), ('tls_key', 'worker.key')):
+    assert _mounted(worker, _flag_value(worker, flag)), flag
+    assert _flag_value(worker, flag).endswith('/' + name)
+  for flag, name in (('workers_tls_ca', 'ca.crt'), ('workers_tls_cert', 'trainer.crt'),
+                     ('workers_tls_key', 'trainer.key')):
+    assert _mounted(trainer, _flag_value(trainer, flag)), flag
+    assert _flag_value(trainer, flag).endswith('/' + name)
+  assert 'ca.key' not in code   # the CA's key stays on the host
+  assert re.search(r'^networks:\n  pool:\n    internal: true', code, re.MULTILINE)
+  assert re.search(r'^  networks: \[pool\]', blocks['x-image'], re.MULTILINE)
+  assert '<<: *image' in worker and '<<: *image' in trainer
+  # The documented certificates name every worker the trainer lists.
+  hosts = [a.rsplit(':', 1)[0] for a in _flag_value(trainer, 'workers').split(',')]
+  doc = _read(DOC).split('\n## Docker', 1)[1].split('\n## ', 1)[0]
+  assert _make_certs_hosts(doc) == hosts
+
+
+def test_kubernetes_pool_uses_tls_secrets_and_a_network_policy():
+  docs = _k8s_documents()
+  workers = next(d for d in docs if d[0] == 'StatefulSet')[2]
+  job = next(d for d in docs if d[0] == 'Job')[2]
+  policy = next(d for d in docs if d[0] == 'NetworkPolicy')[2]
+  port = _flag_value(workers, 'port')
+  for text, prefix, secret in ((workers, 'tls_', 'tff-worker-tls'),
+                               (job, 'workers_tls_', 'tff-trainer-tls')):
+    assert re.search(rf'secretName: {secret}\n\s+defaultMode: 0400', text), secret
+    mount = re.search(r'- name: tls\n\s+mountPath: (\S+)\n\s+readOnly: true', text).group(1)
+    for name in ('ca', 'cert', 'key'):
+      assert os.path.dirname(_flag_value(text, prefix + name)) == mount
+  # Only the trainer's pods, only the TLS port.
+  assert re.search(r'podSelector:\n\s+matchLabels:\n\s+app: tff-worker\n', policy)
+  assert re.search(r'policyTypes: \["Ingress"\]', policy)
+  assert re.search(r'- from:\n\s+- podSelector:\n\s+matchLabels:\n\s+app: tff-meta-train\n'
+                   rf'\s+ports:\n\s+- protocol: TCP\n\s+port: {port}\s*$', policy)
+  assert re.search(r'template:\n\s+metadata:\n\s+labels:\n\s+app: tff-meta-train', job)
+  assert re.search(r'template:\n\s+metadata:\n\s+labels:\n\s+app: tff-worker', workers)
+  # The documented certificates name every worker pod the trainer lists, and no Secret holds ca.key.
+  hosts = [a.rsplit(':', 1)[0] for a in _flag_value(job, 'workers').split(',')]
+  doc = _read(DOC).split('\n## Kubernetes', 1)[1].split('\n## ', 1)[0]
+  assert _make_certs_hosts(doc) == hosts
+  assert _make_certs_hosts(_read(KUBERNETES)) == hosts
+  secrets = re.findall(r'kubectl create secret generic (\S+) (.*)', doc)
+  assert sorted(name for name, _ in secrets) == ['tff-trainer-tls', 'tff-worker-tls']
+  assert all('ca.key' not in files for _, files in secrets)

@@ -2,6 +2,8 @@
 
   --executor=local  [--local_workers=N]       N project-owned local workers (default 1)
   --executor=workers --workers=h1:p1,h2:p2    running TFF workers (programs/worker.py)
+      [--workers_tls_ca=ca.crt --workers_tls_cert=trainer.crt --workers_tls_key=trainer.key]
+                                              ... over mutual TLS (runtime/tls.py)
   --client_devices=gpu|0,1|cpu                GPUs for the local workers (CUDA_VISIBLE_DEVICES)
 
 Client work runs inside TFF's C++ `worker_binary`, which uses the devices
@@ -21,6 +23,7 @@ import sys
 from typing import Callable, Dict, List, Optional
 
 from tff_meta.program.config import ConfigError
+from tff_meta.runtime import tls
 from tff_meta.runtime.pool import WorkerPool, parse_addresses
 from tff_meta.runtime.workers import worker_binary_path
 
@@ -34,6 +37,13 @@ def define_flags(flags_module) -> None:
                               'workers; >1 splits each round\'s clients across them.')
   flags_module.DEFINE_string('workers', None, 'With --executor=workers: comma-separated '
                              'host:port of running TFF workers (python -m programs.worker).')
+  for name, what in (('ca', 'the CA certificate that signed the workers\' certificates'),
+                     ('cert', 'this trainer\'s certificate (signed by that CA)'),
+                     ('key', 'this trainer\'s private key')):
+    flags_module.DEFINE_string(
+        f'workers_tls_{name}', None, f'With --executor=workers: {what}, a PEM file. With all '
+        'three --workers_tls_* flags the trainer reaches the workers over mutual TLS '
+        '(workers started with python -m programs.worker --tls_ca/--tls_cert/--tls_key).')
   flags_module.DEFINE_string(
       'client_devices', None, 'Devices for client work in the TFF workers this program starts '
       '(--executor=local), set through each worker\'s CUDA_VISIBLE_DEVICES: "gpu" (every GPU '
@@ -144,9 +154,19 @@ def make_pool(flag_values, log_dir=None, max_concurrent_calls: int = -1) -> Work
       addresses = parse_addresses(flag_values.workers)
     except ValueError as e:
       raise ConfigError(f'--workers: {e}') from None
-    return WorkerPool(addresses)
+    try:
+      files = tls.TlsFiles.load(flag_values.workers_tls_ca, flag_values.workers_tls_cert,
+                                flag_values.workers_tls_key, 'workers_tls_')
+    except tls.TlsError as e:
+      raise ConfigError(str(e)) from None
+    return WorkerPool(addresses, tls=files)
   if flag_values.workers:
     raise ConfigError('--workers is only used with --executor=workers.')
+  tls_flags = [f'--workers_tls_{n}' for n in ('ca', 'cert', 'key')
+               if getattr(flag_values, f'workers_tls_{n}', None)]
+  if tls_flags:
+    raise ConfigError(f'{", ".join(tls_flags)}: only used with --executor=workers (this '
+                      'program reaches the workers it starts over loopback).')
   if flag_values.local_workers < 1:
     raise ConfigError(f'--local_workers must be >= 1, got {flag_values.local_workers}.')
   envs = worker_envs(devices, flag_values.local_workers)

@@ -56,7 +56,9 @@ def choose_runner(alg: Algorithm, pool: WorkerPool, *,
            'for such algorithms).')
     resident_state = False
   if resident_state and workers > 1:
-    return PoolResidentRounds(alg.process, pool.addresses, num_clients, needs_state)
+    return PoolResidentRounds(alg.process, pool.addresses, num_clients, needs_state,
+                              tls=pool.tls)
   if resident_state:
-    return ResidentRounds(alg.process, pool.addresses[0], num_clients, needs_state)
+    return ResidentRounds(alg.process, pool.addresses[0], num_clients, needs_state,
+                          tls=pool.tls)
   return PlainRounds(alg.process)

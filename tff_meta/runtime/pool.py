@@ -26,8 +26,8 @@ import grpc
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2, executor_pb2_grpc
 
-from tff_meta.runtime import contexts
-from tff_meta.runtime.workers import DEFAULT_MAX_CONCURRENT_CALLS, GRPC_OPTIONS, WorkerProcess
+from tff_meta.runtime import contexts, tls as tls_lib
+from tff_meta.runtime.workers import DEFAULT_MAX_CONCURRENT_CALLS, WorkerProcess
 
 
 WORKER_LOST_EXIT_CODE = 3
@@ -82,23 +82,33 @@ class WorkerPool:
   Args:
     addresses: host:port of each running `worker_binary` (see programs/worker.py).
     owned: local `WorkerProcess`es this pool started and must stop on close().
+    tls: the trainer's CA, certificate and key for workers behind mutual TLS
+      (`tls.TlsFiles`); None: plain gRPC, with a warning for any address
+      beyond loopback.
   """
 
   def __init__(self, addresses: Sequence[str], *, owned: Sequence[WorkerProcess] = (),
-               ready_timeout_s: float = 30.0):
+               ready_timeout_s: float = 30.0, tls: Optional[tls_lib.TlsFiles] = None):
     self.addresses = list(addresses)
     self._owned = list(owned)
-    self._channels = [grpc.insecure_channel(a, GRPC_OPTIONS) for a in self.addresses]
+    self.tls = tls
+    if tls is None:
+      tls_lib.warn_plain(self.addresses)
+    self._channels = [tls_lib.open_channel(a, tls) for a in self.addresses]
     self._stubs = [tff.framework.RemoteExecutorGrpcStub(c) for c in self._channels]
     deadline = time.monotonic() + ready_timeout_s
     for address, stub in zip(self.addresses, self._stubs):
       while not stub.is_ready:
         if time.monotonic() > deadline:
           self.close()
+          how = (' over mutual TLS (is it serving with --tls_ca/--tls_cert/--tls_key, does its '
+                 'certificate name '
+                 f'{address.rpartition(":")[0]}, and did the same CA sign it and the trainer\'s?)'
+                 if tls else '')
           raise WorkerUnavailableError(
-              f'TFF worker at {address} is not reachable after {ready_timeout_s:.0f}s. Start it '
-              f'(python -m programs.worker --port={address.rpartition(":")[2]}) or leave it out of '
-              '--workers.')
+              f'TFF worker at {address} is not reachable{how} after {ready_timeout_s:.0f}s. '
+              f'Start it (python -m programs.worker --port={address.rpartition(":")[2]}) or '
+              'leave it out of --workers.')
         time.sleep(0.05)
     # Evaluation returns per-client (CLIENTS-placed) values, which the
     # mergeable form cannot carry; it runs on the first worker.

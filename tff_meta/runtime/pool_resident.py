@@ -44,7 +44,6 @@ import collections
 import concurrent.futures
 from typing import List, Optional, Sequence
 
-import grpc
 import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2
@@ -53,7 +52,7 @@ from tensorflow_federated.python.core.impl.executors import remote_executor
 
 from tff_meta.runtime.resident import LoopThread
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner, check_no_client_states
-from tff_meta.runtime.workers import GRPC_OPTIONS
+from tff_meta.runtime.tls import TlsFiles, open_channel
 
 
 def split_counts(num_clients: int, num_workers: int) -> List[int]:
@@ -106,8 +105,8 @@ def build_pieces(process):
 class _Worker:
   """One worker's remote executor, with a raw-proto relay to another worker."""
 
-  def __init__(self, address: str, num_clients: int):
-    self.channel = grpc.insecure_channel(address, GRPC_OPTIONS)
+  def __init__(self, address: str, num_clients: int, tls: Optional[TlsFiles]):
+    self.channel = open_channel(address, tls)
     self.stub = tff.framework.RemoteExecutorGrpcStub(self.channel)
     self.executor = tff.framework.RemoteExecutor(self.stub)
     self.executor.set_cardinalities({tff.CLIENTS: num_clients})
@@ -143,12 +142,13 @@ class PoolResidentRounds(RoundRunner):
   """Rounds with the state on worker 0 and the round's clients split over a pool.
 
   `next(state, round_num, batch)` runs the round (`batch` must hold
-  `num_clients` clients every round); it returns the state (fetched when
+  `num_clients` clients every round; `tls`: the trainer's files for a TLS
+  pool); it returns the state (fetched when
   `needs_state(round_num)`, else the given, stale one) and the metrics.
   """
 
   def __init__(self, process, addresses: Sequence[str], num_clients: int,
-               needs_state: NeedsState):
+               needs_state: NeedsState, tls: Optional[TlsFiles] = None):
     self._counts = split_counts(num_clients, len(addresses))
     pieces = build_pieces(process)
     self._types = process.next.type_signature
@@ -156,7 +156,7 @@ class PoolResidentRounds(RoundRunner):
     self._num_clients = num_clients
     self._loop = LoopThread()
     self._threads = concurrent.futures.ThreadPoolExecutor(len(addresses))
-    self._workers = [_Worker(a, n) for a, n in zip(addresses, self._counts)]
+    self._workers = [_Worker(a, n, tls) for a, n in zip(addresses, self._counts)]
     compile_ = tff.backends.native.compiler.desugar_and_transform_to_native
     self._fns = []
     for w in self._workers:

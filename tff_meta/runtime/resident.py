@@ -32,11 +32,10 @@ import collections
 import threading
 from typing import Optional, Sequence
 
-import grpc
 import tensorflow_federated as tff
 
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner
-from tff_meta.runtime.workers import GRPC_OPTIONS
+from tff_meta.runtime.tls import TlsFiles, open_channel
 
 
 class LoopThread:
@@ -67,10 +66,11 @@ class ResidentRounds(RoundRunner):
   state lives on the worker).
   """
 
-  def __init__(self, process, address: str, num_clients: int, needs_state: NeedsState):
+  def __init__(self, process, address: str, num_clients: int, needs_state: NeedsState,
+               tls: Optional[TlsFiles] = None):
     self._process = process
     self._needs_state = needs_state
-    self._channel = grpc.insecure_channel(address, GRPC_OPTIONS)
+    self._channel = open_channel(address, tls)   # tls: the trainer's files for a TLS pool
     self._executor = tff.framework.RemoteExecutor(
         tff.framework.RemoteExecutorGrpcStub(self._channel))
     self._executor.set_cardinalities({tff.CLIENTS: num_clients})

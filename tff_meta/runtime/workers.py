@@ -28,7 +28,7 @@ import grpc
 import portpicker
 import tensorflow_federated as tff
 
-from tff_meta.runtime import priority
+from tff_meta.runtime import netns, priority
 
 GRPC_OPTIONS = [('grpc.max_message_length', 2_000_000_000),
                 ('grpc.max_receive_message_length', 2_000_000_000),
@@ -44,6 +44,11 @@ def _die_with_parent() -> None:
     import ctypes  # pylint: disable=g-import-not-at-top
     pr_set_pdeathsig = 1
     ctypes.CDLL('libc.so.6', use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def _isolated_die_with_parent() -> None:
+  _die_with_parent()
+  netns.isolate()
 
 
 def worker_binary_path() -> str:
@@ -98,11 +103,17 @@ class WorkerProcess:
   `max_concurrent_calls`: how many computation calls the worker runs at
   once (its --max_concurrent_computation_calls); -1 = no bound, so a round
   runs all its clients together and holds all their memory at once.
+
+  `private_network`: run the worker in a network namespace of its own, so no
+  other host can reach its port (needs root: `netns.available()`); it is
+  reached through `address`, a Unix socket (`netns.Bridge`). Otherwise
+  `address` is localhost:port.
   """
 
   def __init__(self, port: Optional[int] = None, log_dir: Optional[str] = None,
                ready_timeout_s: float = 60.0, env: Optional[Mapping[str, str]] = None,
-               max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS):
+               max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
+               private_network: bool = False):
     check_max_concurrent_calls(max_concurrent_calls)
     self.max_concurrent_calls = max_concurrent_calls
     self.port = port or portpicker.pick_unused_port()
@@ -116,11 +127,21 @@ class WorkerProcess:
         self.command(),
         stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         env={**os.environ, **self.env} if self.env else None,
-        start_new_session=True, preexec_fn=priority.preexec_for_worker(_die_with_parent))
+        start_new_session=True, preexec_fn=priority.preexec_for_worker(
+            _isolated_die_with_parent if private_network else _die_with_parent))
     with _LOCK:
       _LIVE[self.process.pid] = self
     _install_handlers()
-    self.channel = grpc.insecure_channel(f'localhost:{self.port}', GRPC_OPTIONS)
+    self.bridge = None
+    self.address = f'localhost:{self.port}'
+    if private_network:
+      try:
+        self.bridge = netns.Bridge(self.process.pid, self.port)
+      except OSError:
+        self.stop()
+        raise
+      self.address = self.bridge.address
+    self.channel = grpc.insecure_channel(self.address, GRPC_OPTIONS)
     self.stub = tff.framework.RemoteExecutorGrpcStub(self.channel)
     deadline = time.monotonic() + ready_timeout_s
     while not self.stub.is_ready:
@@ -168,6 +189,8 @@ class WorkerProcess:
       self.channel.close()
     except Exception:  # pylint: disable=broad-except
       pass
+    if getattr(self, 'bridge', None) is not None:
+      self.bridge.close()
     if not self._log.closed:
       self._log.close()
       if not keep_log:
