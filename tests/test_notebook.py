@@ -304,7 +304,8 @@ def test_a_python_3_12_kernel_trains_in_python_3_11_and_shows_the_results(
   nb = nbformat.read(NOTEBOOK, as_version=4)
   nb.cells.append(nbformat.v4.new_code_cell(   # what the table holds, and what this kernel loaded
       "print('TABLE', table.reset_index().to_json(orient='records'))\n"
-      "print('TF', sorted(m for m in sys.modules if m.startswith('tensorflow')))"))
+      "print('TF', sorted(m for m in sys.modules if m.startswith('tensorflow')))\n"
+      "python311_env(source)  # a second set-up finds the environment"))
   workdir = tmp_path / 'outside'
   workdir.mkdir()
   start = time.monotonic()
@@ -336,6 +337,8 @@ def test_a_python_3_12_kernel_trains_in_python_3_11_and_shows_the_results(
     assert 20.0 < row['accuracy (%)'] <= 100.0, row
     assert f"{row['method']}: {summary['accuracy']:.1f}% on test query sets" in text
   assert "TF []" in text, 'the notebook kernel imported TensorFlow'
+  assert text.endswith(f'{workdir}/tff_meta_py311 has Python 3.11 and the lock; '
+                       'nothing to install.\n'), text[-500:]
   outputs = [o for cell in nb.cells for o in cell.get('outputs', [])]
   assert any('text/html' in o.get('data', {}) and 'Meta-SGD' in o['data']['text/html']
              for o in outputs), 'no comparison table (DataFrame) in the outputs'
@@ -355,8 +358,18 @@ def test_a_python_3_12_kernel_stops_with_one_message_when_uv_cannot_get_python_3
   workdir = tmp_path / 'outside'
   workdir.mkdir()
   client = _py312_client(nb, py312_kernel, workdir, uuid.uuid4().hex, monkeypatch)
+  # TFF_META_REPO as a git URL: a one-commit repository holding the lock, cloned offline.
+  origin = tmp_path / 'origin'
+  origin.mkdir()
+  shutil.copy(os.path.join(REPO, 'requirements.txt'), origin)
+  git = ['git', '-C', str(origin), '-c', 'user.name=t', '-c', 'user.email=t@t']
+  for args in (['init', '-q'], ['add', 'requirements.txt'], ['commit', '-q', '-m', 'lock']):
+    subprocess.run(git + args, check=True)
+  monkeypatch.setenv('TFF_META_REPO', f'file://{origin}')
   with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
     client.execute()
+  assert f'Cloning file://{origin} ...' in _stream_text(nb)
+  assert os.path.isfile(workdir / 'tff_meta_src' / 'requirements.txt')
   assert failed.value.ename == 'SystemExit', failed.value
   message = re.sub(r'\s+', ' ', failed.value.evalue)
   assert message.startswith('uv could not get Python 3.11 (error: No interpreter found for '
