@@ -257,9 +257,10 @@ def _kernel_venv(python: str, version: str) -> str:
   """A venv of `python` with the kernel's packages, made once in the temp folder (locked)."""
   venv = os.path.join(tempfile.gettempdir(), f'tff_meta_test_kernel_py{version}')
   ready = os.path.join(venv, '.ready')
+  check = [os.path.join(venv, 'bin', 'python'), '-c', 'import ' + ', '.join(KERNEL_PACKAGES)]
   with open(venv + '.lock', 'w') as lock:
     fcntl.flock(lock, fcntl.LOCK_EX)   # another test process may be making it
-    if not os.path.isfile(ready):
+    if not (os.path.isfile(ready) and subprocess.run(check, capture_output=True).returncode == 0):
       shutil.rmtree(venv, ignore_errors=True)
       subprocess.run([python, '-m', 'venv', venv], check=True)
       subprocess.run([os.path.join(venv, 'bin', 'python'), '-m', 'pip', 'install', '-q',
@@ -308,6 +309,11 @@ def test_a_python_3_12_kernel_trains_in_python_3_11_and_shows_the_results(
       "python311_env(source)  # a second set-up finds the environment"))
   workdir = tmp_path / 'outside'
   workdir.mkdir()
+  # As in Colab: uv is told to keep the kernel's packages' versions, which the lock does not.
+  constraints = tmp_path / 'colab.constraints'
+  constraints.write_text('tensorflow==2.19.0\nnumpy==2.0.2\n')
+  monkeypatch.setenv('UV_CONSTRAINT', str(constraints))
+  monkeypatch.setenv('UV_SYSTEM_PYTHON', 'true')
   start = time.monotonic()
   try:
     _py312_client(nb, py312_kernel, workdir, marker, monkeypatch).execute()
