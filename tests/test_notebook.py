@@ -314,6 +314,11 @@ def test_a_python_3_12_kernel_trains_in_python_3_11_and_shows_the_results(
   constraints.write_text('tensorflow==2.19.0\nnumpy==2.0.2\n')
   monkeypatch.setenv('UV_CONSTRAINT', str(constraints))
   monkeypatch.setenv('UV_SYSTEM_PYTHON', 'true')
+  # ... and the kernel's PYTHONPATH names modules for the kernel's Python only.
+  kernel_only = tmp_path / 'kernel_only' / 'tensorflow_federated'
+  kernel_only.mkdir(parents=True)
+  (kernel_only / '__init__.py').write_text("raise ImportError('the kernel PYTHONPATH leaked')\n")
+  monkeypatch.setenv('PYTHONPATH', str(kernel_only.parent))
   start = time.monotonic()
   try:
     _py312_client(nb, py312_kernel, workdir, marker, monkeypatch).execute()
