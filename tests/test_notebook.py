@@ -221,6 +221,20 @@ def test_python_before_3_11_stops_at_the_first_cell(monkeypatch, tmp_path):
   _assert_stopped_at(nb, 'NEEDED_PYTHON = ')
 
 
+def test_a_tff_meta_repo_that_is_neither_a_folder_nor_a_url_stops_the_set_up(
+    monkeypatch, tmp_path):
+  monkeypatch.setenv('TFF_META_REPO', str(tmp_path / 'no_such_checkout'))
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  client = _client(nb, uuid.uuid4().hex, monkeypatch, tmp_path)
+  with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
+    client.execute()
+  assert failed.value.ename == 'SystemExit', failed.value
+  assert failed.value.evalue.startswith(
+      f"TFF_META_REPO is '{tmp_path / 'no_such_checkout'}': no such folder, and not a git URL"
+  ), failed.value.evalue
+  _assert_stopped_at(nb, 'def get_source')
+
+
 def _assert_stopped_at(nb, text):
   """The cell holding `text` raised one plain message (no traceback), and no later cell ran."""
   at = next(i for i, c in enumerate(nb.cells) if text in c.source)
