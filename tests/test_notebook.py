@@ -1,15 +1,27 @@
 """notebooks/quickstart.ipynb runs top to bottom, and leaves no TFF worker behind.
 
-The notebook is executed with nbclient on the `python3` kernel of this
-interpreter (ipykernel from requirements.txt), from the notebooks/ folder, as
-a user would run it locally: its install cell must find the checkout and
-install nothing. A cell that raises fails the test.
+On Python 3.11 the notebook is executed with nbclient on the `python3` kernel
+of this interpreter (ipykernel from requirements.txt), from the notebooks/
+folder, as a user would run it locally: its set-up cell must find the checkout
+and install nothing. On Python 3.12 (Colab's runtime) it is executed on a
+kernel of a Python 3.12 venv that the tests make once (ipykernel, pandas,
+matplotlib; cached in the temp folder), from a folder outside the checkout with
+TFF_META_REPO naming the checkout: the set-up cell makes a Python 3.11
+environment with uv and installs the lock there (from the package index, or
+uv's cache), and the notebook trains with programs.compare in it. A cell that
+raises fails the test.
 """
 
+import fcntl
+import glob
 import importlib.metadata
+import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 import uuid
@@ -72,13 +84,18 @@ def test_the_python_check_comes_before_any_install():
   nb = nbformat.read(NOTEBOOK, as_version=4)
   first, install = _code_cells(nb)[:2]
   assert 'REPO_URL = ' in first.source and 'sys.version_info' in first.source
+  assert "os.environ.get('TFF_META_REPO'" in first.source
   # Nothing runs before the check: no pip, no subprocess, no shell or magic line.
   assert not re.search(r'pip|subprocess|^\s*[!%]', first.source, re.MULTILINE), first.source
   assert sum('REPO_URL = ' in cell.source for cell in nb.cells) == 1, 'REPO_URL is set once'
-  # Only TFF's pins and this package go in, never the whole lock over Colab's packages.
-  assert "f'{clone}[colab]'" in install.source
+  # Python 3.11: only TFF's pins and this package go in, never the whole lock over Colab's
+  # packages. Later Pythons: the whole lock, with --no-deps, into the uv-made 3.11 environment.
+  assert "f'{source}[colab]'" in install.source
   assert re.search(r"'--no-deps',\s*f'tensorflow-federated==\{TFF_VERSION\}'", install.source)
-  assert 'requirements.txt' not in install.source
+  assert re.search(r"\['venv', [^]]*'--python', '3\.11',\s*ENV_DIR\]", install.source)
+  assert re.search(r"\['pip', 'install', [^]]*'--python', python, '--no-deps', '-r', lock\]",
+                   install.source)
+  assert "lock = os.path.join(source, 'requirements.txt')" in install.source
 
 
 def _requirements(specs):
@@ -189,25 +206,213 @@ def test_a_raising_cell_fails_the_run(monkeypatch, tmp_path):
     _execute(nb, uuid.uuid4().hex, monkeypatch, tmp_path)
 
 
-def test_python_3_12_stops_at_the_first_cell_with_what_to_do(monkeypatch, tmp_path):
-  """Colab's default Python 3.12: the first code cell stops the run before any install."""
+def test_python_before_3_11_stops_at_the_first_cell(monkeypatch, tmp_path):
+  """A kernel older than 3.11 (no tomllib to read run folders): one message, before any install."""
   nb = nbformat.read(NOTEBOOK, as_version=4)
   nb.cells.insert(0, nbformat.v4.new_code_cell(
-      "import sys\nsys.version_info = (3, 12, 1, 'final', 0)  # as in Colab's default runtime"))
+      "import sys\nsys.version_info = (3, 10, 13, 'final', 0)"))
   client = _client(nb, uuid.uuid4().hex, monkeypatch, tmp_path)
   with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
     client.execute()
   assert failed.value.ename == 'SystemExit', failed.value
   message = re.sub(r'\s+', ' ', failed.value.evalue)
-  assert 'this runtime has Python 3.12.1' in message, message
-  for advice in ('Nothing was installed', 'local Jupyter with Python 3.11',
-                 'a runtime with Python 3.11 if Colab offers one'):
-    assert advice in message, (advice, message)
-  check = next(i for i, c in enumerate(nb.cells) if 'NEEDED_PYTHON' in c.source)
-  # One plain message, not a traceback.
-  error = next(o for o in nb.cells[check].outputs if o.output_type == 'error')
+  assert 'needs Python 3.11 or later, and this runtime has Python 3.10.13' in message, message
+  assert 'Nothing was installed' in message, message
+  _assert_stopped_at(nb, 'NEEDED_PYTHON = ')
+
+
+def test_a_tff_meta_repo_that_is_neither_a_folder_nor_a_url_stops_the_set_up(
+    monkeypatch, tmp_path):
+  monkeypatch.setenv('TFF_META_REPO', str(tmp_path / 'no_such_checkout'))
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  client = _client(nb, uuid.uuid4().hex, monkeypatch, tmp_path)
+  with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
+    client.execute()
+  assert failed.value.ename == 'SystemExit', failed.value
+  assert failed.value.evalue.startswith(
+      f"TFF_META_REPO is '{tmp_path / 'no_such_checkout'}': no such folder, and not a git URL"
+  ), failed.value.evalue
+  _assert_stopped_at(nb, 'def get_source')
+
+
+def _assert_stopped_at(nb, text):
+  """The cell holding `text` raised one plain message (no traceback), and no later cell ran."""
+  at = next(i for i, c in enumerate(nb.cells) if text in c.source)
+  error = next(o for o in nb.cells[at].outputs if o.output_type == 'error')
   assert 'most recent call last' not in '\n'.join(error.traceback), error.traceback
-  # The run stopped there: no later cell ran (no install, no worker, no traceback pile).
-  assert nb.cells[check].execution_count is not None
+  assert nb.cells[at].execution_count is not None
   assert all(c.get('execution_count') is None and not c.get('outputs')
-             for c in nb.cells[check + 1:] if c.cell_type == 'code')
+             for c in nb.cells[at + 1:] if c.cell_type == 'code')
+
+
+# --- A Python 3.12 kernel (Colab's runtime): TFF runs in a Python 3.11 environment made by uv.
+
+KERNEL_PACKAGES = ('ipykernel', 'pandas', 'matplotlib')
+
+
+def _python_3_12():
+  """(path, version) of a Python >= 3.12: $TFF_META_TEST_PYTHON312, python3.12/3.13, pyenv's."""
+  found = [os.environ.get('TFF_META_TEST_PYTHON312'), shutil.which('python3.12'),
+           shutil.which('python3.13')]
+  found += sorted(glob.glob(os.path.expanduser('~/.pyenv/versions/3.1[2-9].*/bin/python3')))
+  for python in filter(None, found):
+    try:   # a pyenv shim exists even where it has no such version: ask the interpreter
+      said = subprocess.run([python, '-c', 'import sys; print(*sys.version_info[:3], sep=".")'],
+                            capture_output=True, text=True, timeout=60)
+    except OSError:
+      continue
+    version = said.stdout.strip()
+    if said.returncode == 0 and tuple(map(int, version.split('.')[:2])) >= (3, 12):
+      return python, version
+  return None, None
+
+
+def _kernel_venv(python: str, version: str) -> str:
+  """A venv of `python` with the kernel's packages, made once in the temp folder (locked)."""
+  venv = os.path.join(tempfile.gettempdir(), f'tff_meta_test_kernel_py{version}')
+  ready = os.path.join(venv, '.ready')
+  check = [os.path.join(venv, 'bin', 'python'), '-c', 'import ' + ', '.join(KERNEL_PACKAGES)]
+  with open(venv + '.lock', 'w') as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)   # another test process may be making it
+    if not (os.path.isfile(ready) and subprocess.run(check, capture_output=True).returncode == 0):
+      shutil.rmtree(venv, ignore_errors=True)
+      subprocess.run([python, '-m', 'venv', venv], check=True)
+      subprocess.run([os.path.join(venv, 'bin', 'python'), '-m', 'pip', 'install', '-q',
+                      *KERNEL_PACKAGES], check=True)
+      with open(ready, 'w') as f:
+        f.write(version)
+  return venv
+
+
+@pytest.fixture(scope='module')
+def py312_kernel(tmp_path_factory):
+  """JUPYTER_PATH folder whose `python3` kernel is a Python 3.12 venv; its version."""
+  python, version = _python_3_12()
+  if python is None:
+    pytest.skip('no Python 3.12 or later found (set TFF_META_TEST_PYTHON312)')
+  venv = _kernel_venv(python, version)
+  jupyter_path = tmp_path_factory.mktemp('jupyter')
+  os.makedirs(jupyter_path / 'kernels' / 'python3')
+  with open(jupyter_path / 'kernels' / 'python3' / 'kernel.json', 'w') as f:
+    json.dump({'argv': [os.path.join(venv, 'bin', 'python'), '-m', 'ipykernel_launcher',
+                        '-f', '{connection_file}'],
+               'display_name': 'Python 3 (3.12 test kernel)', 'language': 'python'}, f)
+  return str(jupyter_path), version
+
+
+def _py312_client(nb, kernel, workdir, marker, monkeypatch):
+  """Runs `nb` on the 3.12 kernel from `workdir` (outside the checkout), TFF_META_REPO = REPO."""
+  jupyter_path, _ = kernel
+  monkeypatch.setenv('JUPYTER_PATH', jupyter_path)
+  monkeypatch.setenv('TFF_META_REPO', REPO)
+  monkeypatch.setenv(MARKER, marker)
+  assert not os.path.abspath(workdir).startswith(REPO + os.sep)
+  return nbclient.NotebookClient(nb, kernel_name='python3', timeout=900, allow_errors=False,
+                                 resources={'metadata': {'path': str(workdir)}})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
+def test_a_python_3_12_kernel_trains_in_python_3_11_and_shows_the_results(
+    py312_kernel, monkeypatch, tmp_path):
+  marker = uuid.uuid4().hex
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  nb.cells.append(nbformat.v4.new_code_cell(   # what the table holds, and what this kernel loaded
+      "print('TABLE', table.reset_index().to_json(orient='records'))\n"
+      "print('TF', sorted(m for m in sys.modules if m.startswith('tensorflow')))\n"
+      "python311_env(source)  # a second set-up finds the environment"))
+  workdir = tmp_path / 'outside'
+  workdir.mkdir()
+  # As in Colab: uv is told to keep the kernel's packages' versions, which the lock does not.
+  constraints = tmp_path / 'colab.constraints'
+  constraints.write_text('tensorflow==2.19.0\nnumpy==2.0.2\n')
+  monkeypatch.setenv('UV_CONSTRAINT', str(constraints))
+  monkeypatch.setenv('UV_SYSTEM_PYTHON', 'true')
+  # ... and the kernel's PYTHONPATH names modules for the kernel's Python only.
+  kernel_only = tmp_path / 'kernel_only' / 'tensorflow_federated'
+  kernel_only.mkdir(parents=True)
+  (kernel_only / '__init__.py').write_text("raise ImportError('the kernel PYTHONPATH leaked')\n")
+  monkeypatch.setenv('PYTHONPATH', str(kernel_only.parent))
+  start = time.monotonic()
+  try:
+    _py312_client(nb, py312_kernel, workdir, marker, monkeypatch).execute()
+  except nbclient.exceptions.CellExecutionError as e:
+    pytest.fail(f'a notebook cell raised:\n{str(e)[-4000:]}')
+  elapsed = time.monotonic() - start
+  text = _stream_text(nb)
+  version = py312_kernel[1]
+  assert f'Python {version}: TFF 0.87 needs Python 3.9-3.11' in text, text
+  env_python = os.path.join(workdir, 'tff_meta_py311', 'bin', 'python')
+  assert f'TFF runs in {env_python}, with the project from {REPO}.' in text, text
+  setup = float(re.search(r'Set-up took (\d+) s\.', text).group(1))
+  # The environment uv made is a Python 3.11 with the lock's TFF (checked without importing TF).
+  probe = subprocess.run([env_python, '-c', 'import sys, importlib.metadata as m; '
+                          'print(sys.version_info[:2], m.version("tensorflow-federated"))'],
+                         capture_output=True, text=True, check=True)
+  assert probe.stdout.split() == ['(3,', '11)', '0.87.0'], probe.stdout
+  # programs.compare ran there and left one run folder per method outside the checkout.
+  runs = glob.glob(str(workdir / 'tff_meta_runs' / 'quickstart-*'))
+  assert len(runs) == 1, runs
+  table = json.loads(re.search(r'^TABLE (.*)$', text, re.MULTILINE).group(1))
+  assert [row['method'] for row in table] == ['FedAvg', 'FedMeta(Meta-SGD)'], table
+  for row, name in zip(table, ('fedavg', 'fedmeta_metasgd')):
+    with open(os.path.join(runs[0], name, 'results.json')) as f:
+      summary = json.load(f)['summary']
+    assert row['accuracy (%)'] == round(summary['accuracy'], 2), (row, summary)
+    assert 20.0 < row['accuracy (%)'] <= 100.0, row
+    assert f"{row['method']}: {summary['accuracy']:.1f}% on test query sets" in text
+  assert "TF []" in text, 'the notebook kernel imported TensorFlow'
+  assert text.endswith(f'{workdir}/tff_meta_py311 has Python 3.11 and the lock; '
+                       'nothing to install.\n'), text[-500:]
+  outputs = [o for cell in nb.cells for o in cell.get('outputs', [])]
+  assert any('text/html' in o.get('data', {}) and 'Meta-SGD' in o['data']['text/html']
+             for o in outputs), 'no comparison table (DataFrame) in the outputs'
+  assert any('image/png' in o.get('data', {}) for o in outputs), 'no convergence plot'
+  assert not _marked_worker_pids(marker), 'a TFF worker started for the notebook still runs'
+  print(f'notebook on Python {version} ran in {elapsed:.1f} s (set-up {setup:.0f} s)')
+
+
+UV_CANNOT = {
+    # Downloads off, and only uv-managed Pythons, of which there are none in the test's folder.
+    'no_download': ({'UV_PYTHON_DOWNLOADS': 'never'},
+                    ['error: No interpreter found for Python 3.11',
+                     'hint: A managed Python download is available']),
+    # The download fails (here: a mirror that refuses connections), as offline.
+    'download_fails': ({'UV_PYTHON_INSTALL_MIRROR': 'http://127.0.0.1:9', 'UV_HTTP_RETRIES': '0'},
+                       ['Failed to download `http://127.0.0.1:9/', 'cause: Connection refused']),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('case', sorted(UV_CANNOT))
+def test_a_python_3_12_kernel_stops_with_one_message_when_uv_cannot_get_python_3_11(
+    case, py312_kernel, monkeypatch, tmp_path):
+  settings, said = UV_CANNOT[case]
+  monkeypatch.setenv('UV_PYTHON_PREFERENCE', 'only-managed')
+  monkeypatch.setenv('UV_PYTHON_INSTALL_DIR', str(tmp_path / 'no_pythons'))
+  for key, value in settings.items():
+    monkeypatch.setenv(key, value)
+  nb = nbformat.read(NOTEBOOK, as_version=4)
+  workdir = tmp_path / 'outside'
+  workdir.mkdir()
+  client = _py312_client(nb, py312_kernel, workdir, uuid.uuid4().hex, monkeypatch)
+  # TFF_META_REPO as a git URL: a one-commit repository holding the lock, cloned offline.
+  origin = tmp_path / 'origin'
+  origin.mkdir()
+  shutil.copy(os.path.join(REPO, 'requirements.txt'), origin)
+  git = ['git', '-C', str(origin), '-c', 'user.name=t', '-c', 'user.email=t@t']
+  for args in (['init', '-q'], ['add', 'requirements.txt'], ['commit', '-q', '-m', 'lock']):
+    subprocess.run(git + args, check=True)
+  monkeypatch.setenv('TFF_META_REPO', f'file://{origin}')
+  with pytest.raises(nbclient.exceptions.CellExecutionError) as failed:
+    client.execute()
+  assert f'Cloning file://{origin} ...' in _stream_text(nb)
+  assert os.path.isfile(workdir / 'tff_meta_src' / 'requirements.txt')
+  assert failed.value.ename == 'SystemExit', failed.value
+  message = re.sub(r'\s+', ' ', failed.value.evalue)
+  assert message.startswith('uv could not get Python 3.11 (error: '), message
+  for part in said:   # uv's own words, uncoloured
+    assert part in message, (part, message)
+  assert 'install Python 3.11, then run this cell again' in message, message
+  _assert_stopped_at(nb, 'def python311_env')
+  assert not os.path.exists(workdir / 'tff_meta_py311' / 'bin' / 'python')
