@@ -66,8 +66,7 @@ def program_flags():
   """Every program the page and the README name -> its flags, collected in one process of its
   own (started first, so that it runs while the numbers are checked)."""
   modules = sorted({m for path in (PAGE, README) for m, _ in results_page.commands(_read(path))})
-  proc = subprocess.Popen([sys.executable, '-m', 'tff_meta.analysis.results_page',
-                           '--flags=' + ','.join(modules)], cwd=REPO, stdout=subprocess.PIPE,
+  proc = subprocess.Popen([sys.executable, '-m', 'tests.program_flags', ','.join(modules)], cwd=REPO, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True)
   yield lambda: json.loads(proc.communicate(timeout=300)[0])
   if proc.poll() is None:

@@ -287,34 +287,7 @@ def commands(text: str) -> List[Tuple[str, List[str]]]:
           for block in blocks for m in COMMAND_RE.finditer(block)]
 
 
-def program_flags(modules: Sequence[str]) -> Dict[str, List[str]]:
-  """The flag names each program module defines, importing the programs one at a time in this
-  process and removing each one's flags before the next (absl would refuse a second definition).
-  Run it in a process of its own: `python -m tff_meta.analysis.results_page --flags=a,b`."""
-  import importlib  # pylint: disable=g-import-not-at-top
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  before = set(flags.FLAGS)
-  out = {}
-  for module in modules:
-    try:
-      importlib.import_module(module)
-    except ImportError:
-      out[module] = None
-      continue
-    names = set(flags.FLAGS)
-    out[module] = sorted(names)
-    for name in names - before:
-      delattr(flags.FLAGS, name)
-    sys.modules.pop(module, None)
-  return out
-
-
 def main(argv: Sequence[str]) -> int:
-  listed = [a.split('=', 1)[1] for a in argv if a.startswith('--flags=')]
-  if listed:
-    import json  # pylint: disable=g-import-not-at-top
-    print(json.dumps(program_flags(listed[0].split(','))))
-    return 0
   with open(PAGE, encoding='utf-8') as f:
     text = f.read()
   if '--write' in argv:
