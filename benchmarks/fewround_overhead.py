@@ -24,7 +24,7 @@ worker). Plain TF runs the same math with other kernels and reduction
 orders, and how far it ends from TFF after an episode depends on the local
 dynamics: at the FRL config's alpha = 0.003, E = 5 (GPAL on) the float-level
 differences grow to 0.84 of the step's norm, and with `--local_steps=1` to
-0.007 (docs/RESULTS.md §9a). The timings compare the same work either way.
+0.007 (docs/RESULTS.md of 3ab6296, §9a). The timings compare the same work either way.
 
 Timing: --warmup untimed episodes (tracing, the worker's graph caches), then
 --episodes timed ones per mode, the modes alternating episode by episode so

@@ -130,7 +130,8 @@ def test_program_writes_the_generated_folder_and_protects_real_data(tmp_path):
 def test_calibrated_to_the_real_ml100k_baselines(folder):
   """Issue #15: the bias baseline's RMSE lands within 0.012 of its ml-100k values with both
   samplings, the item-bias-only RMSE within 0.016; the item-mean ranking's Precision@k within
-  0.09 (rating 5) and 0.11 (rating >= 4) (measured: docs/RESULTS.md section 8); chronological
+  0.09 (rating 5) and 0.11 (rating >= 4) (measured: docs/RESULTS.md of 3ab6296, section 8);
+  chronological
   query sets are harder for the bias baseline and the item-mean ranking than random ones, as on
   ml-100k (users drift). (Since the factor calibration of 2026-11-25 the item-only RMSE,
   chronological, is 0.015 low and the ranking's chronological P@1 is 0.06 below the random one,
@@ -152,7 +153,7 @@ def test_factor_structure_matches_the_published_ml100k_gain(folder):
   """Issue #15: scikit-surprise's own ml-100k benchmark (5-fold, RMSE) has BaselineOnly 0.944
   and SVD 0.934, a 0.010 gain from item factors; the generated folder lands within 0.012 of
   both and its gain within 0.004-0.02 (the generator before 2026-11-25 gained 0.037: 0.930 /
-  0.893, flattering every method that learns item factors; docs/RESULTS.md 8a')."""
+  0.893, flattering every method that learns item factors; docs/RESULTS.md of 3ab6296, 8a')."""
   from tff_meta.recommendation import calibration   # pylint: disable=g-import-not-at-top
   stats = calibration.factor_statistics(movielens.load_movielens(folder))
   for key, value in calibration.PUBLISHED_ML100K.items():

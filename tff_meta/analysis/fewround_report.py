@@ -328,7 +328,8 @@ def meta_training_markdown(entries: Sequence[Entry], windows: int = META_WINDOWS
   loss at the start of each round (round 0: at phi itself) in `windows` equal parts of the run.
 
   A support loss near ln(n_way) at phi (1.61 for 5 ways) is a near-uniform prediction: the
-  embedding's distances have shrunk, and the local steps start from there (RESULTS §9a).
+  embedding's distances have shrunk, and the local steps start from there (docs/RESULTS.md of
+  3ab6296, §9a).
   """
   lines = []
   for e in entries:

@@ -30,7 +30,7 @@ What makes real ml-100k hard, and is built in (issue #15):
   rarer and their training means noisier.
 The scales are `Knobs`, calibrated (`tff_meta.recommendation.calibration`,
 `programs.make_movielens --stats`) so that issue #15's baselines land near
-their ml-100k values (docs/RESULTS.md section 8), and (since 2026-11-25) so
+their ml-100k values (docs/RESULTS.md of 3ab6296, section 8), and (since 2026-11-25) so
 that a factor model gains over the biases what it gains on ml-100k:
 scikit-surprise's published 5-fold RMSE there is 0.944 for BaselineOnly and
 0.934 for SVD. The earlier knobs (8 factors of sd 0.41, drift_mean -0.22)

@@ -35,7 +35,7 @@ def load_repartitioned(source: str = 'emnist', partition: str = 'label_shards',
     invert: store 1 - x, ink = 1 on a 0 background as in MNIST. The FEMNIST
       files hold 1.0 = background; an MLP on those near-constant inputs with
       SGD does not even fit one client's 80 images in 20 epochs (plain Keras,
-      loss stays at ln 3), while inverted it reaches 99% (docs/RESULTS.md §10).
+      loss stays at ln 3), while inverted it reaches 99% (docs/RESULTS.md of 3ab6296, §10).
   """
   if source == 'emnist':
     pooled = tff_native.load_emnist(cache_dir=cache_dir, only_digits=only_digits)

@@ -62,7 +62,7 @@ class FewRoundConfig:
   temperature: str = option(
       'none', 'Scale of the FRL methods\' distances: none = the paper\'s -d (Eq. 1-3); learned '
       '= -tau d with tau = exp(t) meta-learned, t starting at 0 (metric scaling, Oreshkin et '
-      'al. 2018; docs/RESULTS.md §9a).')
+      'al. 2018; docs/RESULTS.md of 3ab6296, §9a).')
   temperature_lr_scale: float = option(
       100.0, 'With temperature = "learned": the meta-update\'s (Adam) step to t, times this '
       '(one scalar under Adam moves by about beta per episode).')

@@ -17,7 +17,7 @@ clients' support sets embedded with one phi (theta_0, before any local step):
 - `tau`: that classifier's learned temperature exp(t) (1 for the others).
 
 `benchmarks/fewround_embedding.py` runs it on every kept checkpoint of a run
-(docs/RESULTS.md §9a).
+(docs/RESULTS.md of 3ab6296, §9a).
 """
 
 from __future__ import annotations

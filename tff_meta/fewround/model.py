@@ -90,7 +90,7 @@ class ScaledDistanceClassifier(DistanceClassifier):
   logits is multiplied by tau, which is the metric scaling of Oreshkin et al.
   (2018, TADAM, Sec. 2.1). Meta-training can then set the softmax's
   sharpness through tau instead of by drawing the embeddings together
-  (docs/RESULTS.md §9a). The nearest prototype, and so test accuracy for a
+  (docs/RESULTS.md of 3ab6296, §9a). The nearest prototype, and so test accuracy for a
   given theta_R, does not depend on tau.
   """
   learns_temperature = True

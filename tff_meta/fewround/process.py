@@ -117,7 +117,7 @@ def local_update(model: FewRoundModel, hp: FewRoundHparams, theta, batch: Client
 
   The linear head's weights step with `head_lr` when it is set (> 0): its
   label slots are reassigned in every episode, so R * E small steps of the
-  body's alpha leave a meta-learned head at chance (RESULTS §9b).
+  body's alpha leave a meta-learned head at chance (docs/RESULTS.md of 3ab6296, §9b).
   """
   loss_fn = lambda w: model.classifier.local_loss(model, w, batch, global_protos,
                                                   global_mask, gamma)

@@ -1,7 +1,7 @@
 """The deployed model of a preparing stage, chosen on validation classes (issue #14).
 
 A preparing stage's last model need not be its best: FRL's meta-train query
-accuracy can fall in the second half of a run (docs/RESULTS.md §9a, seed 1),
+accuracy can fall in the second half of a run (docs/RESULTS.md of 3ab6296, §9a, seed 1),
 and Park et al. fix T without saying how. Few-shot practice stops on
 validation classes (Snell et al. 2017, Sec. 3.1: "we use the validation set
 for early stopping"). With `select_every > 0`, once a stage has finished,

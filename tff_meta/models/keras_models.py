@@ -234,7 +234,8 @@ def rating_factor_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden
   structure of the two-stage model "item factors learned from the training users (ALS, 8
   factors) + a per-user ridge on the support set", which reached 52% Precision@1 and RMSE
   0.862 on generated data where every trained method sat at the item-bias floor
-  (docs/RESULTS.md 8a', `recommendation.precision_ceiling`; issue #15). The layers `hidden`,
+  (docs/RESULTS.md of 3ab6296, 8a', `recommendation.precision_ceiling`; issue #15). The
+  layers `hidden`,
   `deep` and `wide` and the output bias (the last weight) are `rating_wide_mlp`'s, so
   `warm_start`'s `bias` start applies unchanged; its `factors` start also sets E to item
   factors learned from the training users (`recommendation.factors`).
@@ -245,7 +246,7 @@ def rating_factor_mlp(element_shape: Sequence[int], num_classes: int = 1, hidden
   user's taste relative to the other weights, which share one inner rate (Chen et al. 2018b
   Sec. 3.1: 10 SGD steps). With E at item factors of about 0.3 per coordinate, the inner rate
   that fits the user's bias in a step or two (0.02) moves u by a few percent of its
-  least-squares value in 10 steps at s = 1 (docs/RESULTS.md 8a').
+  least-squares value in 10 steps at s = 1 (docs/RESULTS.md of 3ab6296, 8a').
   """
   del num_classes
   dim = int(np.prod(element_shape))

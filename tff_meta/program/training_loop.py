@@ -65,7 +65,7 @@ PRIMARY = 'test'   # the split whose accuracy a run reports
 # Evaluation calls. The worker runs a call's clients at once, so a call's
 # memory grows with its examples and its clients' models: one call over
 # every test client of the FEMNIST CNN's Meta-SGD cell reached 15.9 GB
-# (docs/RESULTS.md §4a), 8 Shakespeare roles of thousands of sequences each
+# (docs/RESULTS.md of 3ab6296, §4a), 8 Shakespeare roles of thousands of sequences each
 # 16.5 GB. A call takes clients while their support + query examples stay
 # within EVAL_EXAMPLES_PER_CALL (always at least one client) and at most
 # EVAL_CLIENTS_PER_CALL of them (each holds its own adapted model); inside a

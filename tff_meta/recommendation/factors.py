@@ -27,7 +27,8 @@ from typing import Dict, Sequence, Tuple
 
 import numpy as np
 
-# The two-stage model's settings (docs/RESULTS.md 8a': 8 factors, the earlier generator's number;
+# The two-stage model's settings (docs/RESULTS.md of 3ab6296, 8a': 8 factors, the earlier
+# generator's number;
 # penalty 5 on both sides; 10 alternations).
 FACTORS = 8
 PENALTY = 5.0

@@ -7,7 +7,7 @@ every rating, and the outer loop (Alg. 1: one user per episode) has to learn
 the global mean and 1,682 per-movie offsets from the query halves of single
 users, one meta-step at a time. The bias baseline mu + b_i + b_u
 (`baselines`) gets the same numbers in closed form from the same training
-users' ratings. Measured on generated data (docs/RESULTS.md 8a'): after 500
+users' ratings. Measured on generated data (docs/RESULTS.md of 3ab6296, 8a'): after 500
 episodes MAML was still 0.04 RMSE above the bias baseline, while the wide
 model started at the baseline's mu and b_i and adapted with MAML's own 10
 inner steps was already below it.
@@ -31,7 +31,7 @@ inner steps was already below it.
   put them in the score's units; u stays at zero, so the untrained model still predicts
   mu + b_i, and the inner loop fits the user's taste u on these factors. The structure of
   the two-stage model (ALS item factors + a per-user ridge) that reached 52% Precision@1 on
-  generated data where E drawn at random did not learn (docs/RESULTS.md 8a').
+  generated data where E drawn at random did not learn (docs/RESULTS.md of 3ab6296, 8a').
 
 NN(self) trains on the test user's data alone (the paper's SELF setting), so
 it always starts from `keras`.

@@ -6,7 +6,7 @@ several workers) runs a round as `up_to_merge` on every worker, `merge`, and
 and materializes its whole result: the server state goes to every worker and
 again to `after_merge`, and every partial sum comes back through Python. For
 the FEMNIST CNN that is several hundred MB of Python (de)serialization per
-round, more than the compute a second worker saves (docs/RESULTS.md §7c).
+round, more than the compute a second worker saves (docs/RESULTS.md of 3ab6296, §7c).
 
 `PoolResidentRounds` runs the *same* round pieces as `process.next` (the
 process's own `process.pieces`: `get_params`, `client_update`,

@@ -93,7 +93,7 @@ class WorkerProcess:
   `WORKER_DEFAULT_ENV` comes first: glibc's MALLOC_ARENA_MAX=2 keeps the
   worker's RSS level over hundreds of rounds, where the default arenas let it
   grow ~50% in 300 rounds by fragmentation (benchmarks/memory.py,
-  docs/RESULTS.md §7); an explicit value in the environment or `env` wins.
+  docs/RESULTS.md of 3ab6296, §7); an explicit value in the environment or `env` wins.
 
   `max_concurrent_calls`: how many computation calls the worker runs at
   once (its --max_concurrent_computation_calls); -1 = no bound, so a round
