@@ -154,3 +154,23 @@ def test_commands_are_found_with_their_continuation_lines():
           'S="python -m programs.sweep --grid=x"\n```\npython -m programs.outside --no\n')
   assert results_page.commands(text) == [('programs.train', ['config', 'seed']),
                                          ('programs.sweep', ['grid'])]
+
+
+def test_the_readme_results_are_the_pages():
+  """Each number in the README's results table ("ours") is one the page shows: a marked value
+  (so read from run files), or a cell of the page's tables where no run files were kept."""
+  page = _read(PAGE)
+  shown = set()
+  for _, _, written, _ in results_page.values(page):
+    shown.update(re.findall(r'[−+-]?\d+\.\d+', written))
+  for header, body in _tables(page):
+    if any('not kept' in h for h in header):
+      shown.update(n for row in body for cell in row for n in re.findall(r'\d+\.\d+', cell))
+  shown |= {n.lstrip('+−-') for n in shown}
+  section = _read(README).split("## The papers' results")[1].split('\n## ')[0]
+  (header, body), = list(_tables(section))
+  ours = header.index('ours')
+  missing = [(row[0], n) for row in body for n in re.findall(r'[−-]?\d+\.\d+', row[ours])
+             if n not in shown and n.lstrip('−-') not in shown]
+  assert not missing, f"README numbers not on docs/RESULTS.md's pages: {missing}"
+  assert all(len(cell) <= 200 for row in body for cell in row)
