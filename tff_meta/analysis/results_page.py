@@ -25,6 +25,8 @@ naming the source, the group (`;`-separated: the setting, then the method, as
 the report labels them; a `fewround` or `recommend` setting may be any part of
 its label that names one setting) and the metric:
 
+- a `report` metric `rounds_to=0.74 sd` (or `mb_to=`, `gflops_to=`): the cost to the first
+  evaluation at that test accuracy, as programs.report's cost columns count it;
 - `code`: the code versions that wrote the group's folders (their provenance.csv);
 - a trailing group part `seeds=0-4` keeps those seeds only (`report`, `recommend`);
 - `sd`: mean ± sample std over seeds (ddof = 1), or the one value of a single seed;
@@ -126,6 +128,8 @@ def _report(roots: List[str]) -> Callable[[List[str], str], str]:
     if metric == 'code':
       return code_versions([r.path for r in runs])
     key, _, what = metric.rpartition(' ')
+    if key.startswith(('rounds_to=', 'mb_to=', 'gflops_to=')):
+      return _format(_cost(runs, key), what, 0)
     return _format({r.seed: float(r.summary[key or 'accuracy']) for r in runs}, what, 2)
   return value
 
@@ -150,6 +154,22 @@ def _runs(roots: List[str]) -> Callable[[List[str], str], str]:
     return _format({s: float(summary[key or 'accuracy']) for s, (_, summary) in runs.items()},
                    what, 2)
   return value
+
+
+def _cost(runs: Sequence[Any], key: str) -> Dict[int, float]:
+  """Per seed, the rounds / MB / client GFLOPs to the first evaluation reaching the target
+  (`rounds_to=0.74`), as programs.report counts them; a run that never reaches it is left out."""
+  what, _, target = key.partition('=')
+  out = {}
+  for r in runs:
+    k = r.first_round_reaching(float(target))
+    if k is not None:
+      mb, flops = r.cost_at(k)
+      out[r.seed] = {'rounds_to': k, 'mb_to': mb / 1e6,
+                     'gflops_to': float('nan') if flops is None else flops / 1e9}[what]
+  if not out:
+    raise PageError(f'no run reaches {target}')
+  return out
 
 
 def _rescored(roots: List[str]) -> Callable[[List[str], str], str]:
