@@ -174,3 +174,9 @@ def test_the_readme_results_are_the_pages():
              if n not in shown and n.lstrip('−-') not in shown]
   assert not missing, f"README numbers not on docs/RESULTS.md's pages: {missing}"
   assert all(len(cell) <= 200 for row in body for cell in row)
+
+
+def test_spread_is_the_sample_std():
+  assert results_page.spread([1.0, 2.0, 3.0]) == '2.00 ± 1.00'   # ddof = 0 would give 0.82
+  assert results_page.spread([0.91]) == '0.91'
+  assert results_page.spread([0.9, 0.92], digits=4) == '0.9100 ± 0.0141'
