@@ -13,7 +13,7 @@ combination of --eval_inner_steps, --eval_inner_lr and --finetune_epochs (none
 given: the run's own evaluation, which repeats its eval.csv row). Nothing is
 trained and the run's files are not changed; the table goes to stdout and to
 <run_dir>/reevaluation.json and .md (or --output; --markdown=false writes the
-.json alone, e.g. into a folder of scores for research.rescored). --clients_from scores the
+.json alone, e.g. into a folder of scores for programs.report --scores). --clients_from scores the
 clients of another dataset instead of the test clients (e.g. writers the run
 never saw), each split by the run's support fraction and seed; --support_fraction
 splits the scored clients at another fraction (FedAvg trained once gives every
@@ -56,7 +56,7 @@ flags.DEFINE_string('output', None, 'Output path stem (.json and .md); default '
                     '<run_dir>/reevaluation.')
 flags.DEFINE_boolean('markdown', True, 'Also write the table as <output>.md beside the scores '
                      '(.json). --markdown=false writes the .json alone, e.g. into a folder of '
-                     'scores that research.rescored reads. The table is printed either way.')
+                     'scores that programs.report --scores reads. The table is printed either way.')
 executor.define_flags(flags)
 FLAGS = flags.FLAGS
 

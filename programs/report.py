@@ -60,8 +60,29 @@ flags.DEFINE_string('reference', None,
                     'The method every other is paired against; default per task: FedAvg '
                     '(classification, FedMeta\'s baseline), fine-tuning via FedAvg (few-round, Park '
                     'et al. Table 1), NN(pre-trained) (recommendation, Chen et al. 2018b Table 3).')
-flags.mark_flags_as_required(['runs', 'output_dir'])
+flags.DEFINE_string('scores', None,
+                    'Instead of --runs: a folder of programs.evaluate score files (one JSON per '
+                    'run, all on the same clients), or several, comma-separated; prints each '
+                    'method\'s accuracy and its paired difference to --reference (default FedAvg) '
+                    'per client, and writes rescored.md to --output_dir when given.')
 FLAGS = flags.FLAGS
+
+
+def _scores():
+  """--scores: runs scored again on other clients (`analysis/rescored.py`)."""
+  from tff_meta.analysis import rescored  # pylint: disable=g-import-not-at-top
+  from tff_meta.core import files  # pylint: disable=g-import-not-at-top
+  scores, clients = rescored.read(FLAGS.scores)
+  reference = 'FedAvg' if FLAGS.reference is None else (FLAGS.reference or None)
+  methods = {s.method for s in scores}
+  if reference is not None and reference not in methods:
+    raise rescored.ScoresError(f'--reference={reference}: no such method in {FLAGS.scores}; it '
+                               f'has {", ".join(sorted(methods))}.')
+  text = rescored.markdown(rescored.summarize(scores, reference), clients, reference)
+  print(text)
+  if FLAGS.output_dir:
+    os.makedirs(FLAGS.output_dir, exist_ok=True)
+    files.write_text(os.path.join(FLAGS.output_dir, 'rescored.md'), text)
 
 
 def _classification(folders, output_dir):
@@ -76,6 +97,12 @@ def _classification(folders, output_dir):
 
 def main(argv):
   del argv
+  if FLAGS.scores:
+    _scores()
+    return
+  if not FLAGS.runs or not FLAGS.output_dir:
+    raise run_folder.RunFolderError('give --runs=DIR[,DIR...] and --output_dir=OUT (or '
+                                    '--scores=DIR for runs scored on other clients)')
   found, unfinished = tasks.report_runs(FLAGS.runs)
   for u in unfinished:
     print(f'note: left out unfinished run folder (no {run_folder.RESULTS_FILE}): {u}',
@@ -97,4 +124,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  cli.run(main, (run_folder.RunFolderError,))
+  from tff_meta.analysis.rescored import ScoresError  # noqa: E402
+  cli.run(main, (run_folder.RunFolderError, ScoresError))

@@ -19,5 +19,7 @@ startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noi
 
 from tff_meta.program import tasks  # noqa: E402
 
+PROGRAM = 'train'   # its flags are those of the config's task's command
+
 if __name__ == '__main__':
-  tasks.run_program('train')
+  tasks.run_program(PROGRAM)

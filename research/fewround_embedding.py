@@ -3,7 +3,7 @@ r"""How discriminative a meta-trained phi's embedding is, checkpoint by checkpoi
   python -m research.fewround_embedding --run_dir=runs/fewround_long/frl/seed1 \
       --method=frl_distance --data_path=<tff data folder>
 
-A diagnostic for FRL's degrading meta-training (docs/RESULTS.md §9a). For each
+A diagnostic for FRL's degrading meta-training (docs/RESULTS.md of 3ab6296, §9a). For each
 kept checkpoint of `<run_dir>/<method>/checkpoints/` it embeds the support
 sets of `--episodes` seeded episodes with phi itself and prints
 `research.fewround_diagnostics.embedding_stats` (the mean embedding norm, the

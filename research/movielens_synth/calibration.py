@@ -26,7 +26,7 @@ settings; `PUBLISHED_ML100K`, from the package's own documentation):
 
 On ml-100k a factor model gains 0.010 RMSE over the biases this way; a
 generated folder whose factors gain much more would flatter every method that
-learns item factors (docs/RESULTS.md 8a').
+learns item factors (docs/RESULTS.md of 3ab6296, 8a').
 
 A generated folder knows each rating's expected stars
 (`movielens_synth.expected_ratings`); `oracle_statistics` scores predicting

@@ -27,7 +27,7 @@ scorable() {
 # variant_folder <support> <cell name>: where a cell's scores go beside the
 # others of its column, p<support>; a variant of a cell (its run folder ends in
 # _resampled or _uniform, table2_queue.sh) gets p<support>_<variant>, so that
-# research.rescored never averages it with the cell's seeds
+# programs.report --scores never averages it with the cell's seeds
 # (--scores=<a>,<b> puts two such folders side by side).
 variant_folder() {
   case $2 in

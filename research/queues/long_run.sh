@@ -14,7 +14,7 @@
 # another value is refused as another configuration (use a new OUT).
 # Cells, in order: per seed fine-tuning via FedAvg + FedAvg, FRL without GPAL
 # with a learned temperature (`--temperature=learned`, adopted by the rule of
-# docs/RESULTS.md §9a: it beat the paper's classifier on validation classes on
+# docs/RESULTS.md of 3ab6296, §9a: it beat the paper's classifier on validation classes on
 # 2 of 3 seeds, paired, at R = 3), and the paper's FRL (+/- GPAL, its own
 # classifier). (Since 2026-11-27 the reference and the learned temperature come
 # first: on seed 0's test episodes that variant led fine-tuning by 10.6 points at
@@ -31,8 +31,8 @@
 # tensorboard/. Results: <out>/results.md and results.json.
 #
 # FRL runs with its own validation-chosen rates (femnist62_5way_iid_frl.toml:
-# alpha 0.003, E 5, server_adam, beta 1e-4; docs/RESULTS.md §9a); the
-# baselines keep theirs (alpha 0.003, E 5 from the FedAvg sweep, RESULTS §9b),
+# alpha 0.003, E 5, server_adam, beta 1e-4; docs/RESULTS.md of 3ab6296, §9a); the
+# baselines keep theirs (alpha 0.003, E 5 from the FedAvg sweep, docs/RESULTS.md of 3ab6296, §9b),
 # each with EPISODES * (R + 1) rounds of pre-training for finetune_fedavg.
 set -u
 cd "$(dirname "$0")/../.."
@@ -170,7 +170,7 @@ for seed in $SEEDS; do
   frl_cell "$OUT/personalized/seed$seed" "$seed" --methods=personalized
 done
 # FRL with the learned temperature meta-trained with P_R, the prototypes the deployment scores
-# with (`--train_prototypes=recomputed`; RESULTS §9: it won at R = 3 on validation classes on
+# with (`--train_prototypes=recomputed`; docs/RESULTS.md of 3ab6296, §9: it won at R = 3 on validation classes on
 # seeds 0 and 1, paired, by the rule set before seed 1's result). A row beside the paper's P_{R-1},
 # which stays the default.
 for seed in $SEEDS; do
@@ -193,7 +193,7 @@ for seed in $SEEDS; do
   frl_cell "$OUT/noniid/frl_tau/seed$seed" "$seed" --iid=false --methods=frl_distance \
     --temperature=learned
 done
-# the other meta-update at the same length (RESULTS §9a: a tie in 20-episode runs)
+# the other meta-update at the same length (docs/RESULTS.md of 3ab6296, §9a: a tie in 20-episode runs)
 first=$(printf '%s\n' $SEEDS | sort -n | head -n 1)   # the smallest seed: 0 of "2 0 1"
 frl_cell "$OUT/frl_client_adam/seed$first" "$first" --meta_update=client_adam \
   --methods=frl_distance_gpal

@@ -11,10 +11,10 @@
 # FedAvg-family model is scored as its own method, or both ways where the
 # seed's other cell is missing (fedavg_scoring.sh). Every other finished cell
 # of the column (MAML, Meta-SGD, ...) is scored as it ran, so that
-# research.rescored pairs all methods on the same writers:
+# programs.report --scores pairs all methods on the same writers:
 #
 #   research/queues/other_supports.sh                     # runs/fedmeta -> runs/supports
-#   python -m research.rescored --scores=runs/supports/p50 --reference="FedAvg(Meta)"
+#   python -m programs.report --scores=runs/supports/p50 --reference="FedAvg(Meta)"
 #   RUNS=/path/to/runs OUT=/path/to/out SUPPORTS="50 90" research/queues/other_supports.sh
 #
 # Writes <OUT>/p<support>/<cell>.json (programs.evaluate --markdown=false: the

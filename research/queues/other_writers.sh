@@ -14,7 +14,7 @@
 #
 # The 20% cells go to <OUT>; the other columns and variants of a cell to
 # <OUT>_p<support>[_<variant>] (fedavg_scoring.sh's variant_folder), one folder
-# per set of clients and variant, as research.rescored reads them.
+# per set of clients and variant, as programs.report --scores reads them.
 # A cell already scored (its <OUT>/<cell>.json) is skipped; per-client
 # accuracies are in the JSON, so two cells of one seed pair on the same writers.
 set -u

@@ -5,7 +5,7 @@
 #      gap of 3.4 points a property of the data or of one seed?);
 #   2. FedMeta(Meta-SGD) and FedAvg(Meta) at 20%, seed 0: the paper's ordering
 #      (Meta-SGD, MAML > FedAvg(Meta) > FedAvg) needs both, and Meta-SGD's
-#      worker ran out of memory once (docs/RESULTS.md §4a), so it runs early,
+#      worker ran out of memory once (docs/RESULTS.md of 3ab6296, §4a), so it runs early,
 #      with the worker's memory in metrics.csv (`worker_rss_mb`);
 #   3. seed 2 of MAML, seeds 1-2 of Meta-SGD and FedAvg(Meta) (3 seeds for
 #      the 20% column; the cheaper cells first). FedAvg's seed 2 is FedAvg(Meta)
@@ -18,7 +18,7 @@
 #      trained again;
 #   5. Shakespeare 20%, the labelled reduced setting (4 roles a round since
 #      2026-11-27), MAML then FedAvg (about 2.5 and 3.4 hours a cell on 2
-#      idle cores, RESULTS §4a);
+#      idle cores, docs/RESULTS.md of 3ab6296, §4a);
 #   5b. Meta-SGD at 90%, seed 0, with per-round support/query resampling
 #      (Algorithm 1, line 13; since 2026-11-27, after the fixed-split cell
 #      fitted its training writers' query sets);
@@ -29,9 +29,9 @@
 #   8. per-round resampling in the other cells, seed 0, so that each column's
 #      choice between fixed and resampled splits is made on its validation
 #      writers (at 90% the resampled Meta-SGD cell scored 83.8% on them at
-#      round 2,000 against the fixed split's 74.3%: RESULTS §4a): MAML at 90%,
+#      round 2,000 against the fixed split's 74.3%: docs/RESULTS.md of 3ab6296, §4a): MAML at 90%,
 #      then Meta-SGD and MAML at 50% and at 20%.
-# Cost per cell with the machine to itself (RESULTS §4a): Meta-SGD 0.7 h,
+# Cost per cell with the machine to itself (docs/RESULTS.md of 3ab6296, §4a): Meta-SGD 0.7 h,
 # MAML 1.5 h, FedAvg 2.5 h before the fused client Adam (e5e4b74, RESULTS
 # §7e), about 1 h since; sharing 2 cores with another queue, about twice.
 # Measured on 2026-11-28 with the machine to itself (code f6c7775): Meta-SGD
@@ -95,7 +95,7 @@ for method in maml fedavg; do
 done
 # 5b. Meta-SGD at 90%, seed 0, with Algorithm 1's per-round support/query
 #     resampling (the fixed-split cell fits its training writers' ~15-image
-#     query sets, 99.6%, and stays at 71-79% on validation: RESULTS §4a).
+#     query sets, 99.6%, and stays at 71-79% on validation: docs/RESULTS.md of 3ab6296, §4a).
 train_cell "femnist p90 seed 0 metasgd, resampled" "$OUT/table2_femnist_p90_metasgd_resampled" \
   configs/fedmeta/table2_femnist_p90_metasgd.toml --resample_support=true
 for seed in 1 2; do cell 20 "$seed" fomaml; done

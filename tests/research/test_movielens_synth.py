@@ -131,7 +131,8 @@ def test_program_writes_the_generated_folder_and_protects_real_data(tmp_path):
 def test_calibrated_to_the_real_ml100k_baselines(folder):
   """Issue #15: the bias baseline's RMSE lands within 0.012 of its ml-100k values with both
   samplings, the item-bias-only RMSE within 0.016; the item-mean ranking's Precision@k within
-  0.09 (rating 5) and 0.11 (rating >= 4) (measured: docs/RESULTS.md section 8); chronological
+  0.09 (rating 5) and 0.11 (rating >= 4) (measured: docs/RESULTS.md of 3ab6296, section 8);
+  chronological
   query sets are harder for the bias baseline and the item-mean ranking than random ones, as on
   ml-100k (users drift). (Since the factor calibration of 2026-11-25 the item-only RMSE,
   chronological, is 0.015 low and the ranking's chronological P@1 is 0.06 below the random one,

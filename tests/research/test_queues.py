@@ -315,7 +315,7 @@ def test_scripts_are_executable(script):
 
 def test_variants_of_a_cell_are_scored_into_folders_of_their_own(tmp_path):
   # table2_queue.sh's variants (step 5b, 7, 8) must not land beside the cell's seeds, where
-  # research.rescored would take them for a second score of seed 0
+  # programs.report --scores would take them for a second score of seed 0
   _fake_runs(tmp_path / 'runs', {'table2_femnist_p20_maml': 'fedmeta_maml',
                                  'table2_femnist_p20_maml_uniform': 'fedmeta_maml',
                                  'table2_femnist_p90_metasgd': 'fedmeta_metasgd',

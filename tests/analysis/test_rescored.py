@@ -1,4 +1,4 @@
-"""research/rescored/scores.py and research/rescored/__main__.py: per-method summaries of runs
+"""tff_meta/analysis/rescored.py and programs.report --scores: per-method summaries of runs
 scored on other clients, checked against hand computation."""
 
 import json
@@ -11,7 +11,7 @@ from scipy import stats
 
 from tests.conftest import REPO
 from tests.programs.program_client import assert_clean_error
-from research.rescored import scores as rescored
+from tff_meta.analysis import rescored
 
 IDS = ['w1', 'w2', 'w3']
 
@@ -84,16 +84,16 @@ def test_bad_folders(tmp_path, folder):
 
 
 def _report(*args):
-  return subprocess.run([sys.executable, '-m', 'research.rescored', *args], cwd=REPO,
+  return subprocess.run([sys.executable, '-m', 'programs.report', *args], cwd=REPO,
                         capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_program_prints_the_table_and_names_bad_inputs(folder, tmp_path):
-  out = tmp_path / 'table.md'
-  proc = _report(f'--scores={folder}', f'--output={out}')
+  out = tmp_path / 'out' / 'rescored.md'
+  proc = _report(f'--scores={folder}', f'--output_dir={out.parent}')
   assert proc.returncode == 0, proc.stderr
   assert out.read_text() in proc.stdout + '\n' and '| FedAvg(Meta) | 0 |' in proc.stdout
-  assert_clean_error(_report(), '--scores is required')
+  assert_clean_error(_report(), 'give --runs=DIR')
   assert_clean_error(_report(f'--scores={tmp_path / "none"}'), 'holds no *.json')
   assert_clean_error(_report(f'--scores={folder}', '--reference=FedProx'),
                      '--reference=FedProx: no such method')

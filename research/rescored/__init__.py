@@ -1,1 +1,0 @@
-"""See research/README.md."""
