@@ -9,6 +9,7 @@ startup.import_tensorflow()   # TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise drop
 
 import pytest  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
+from tensorflow_federated.python.simulation.datasets import download  # noqa: E402
 
 from tff_meta.runtime import contexts, workers  # noqa: E402
 
@@ -51,6 +52,20 @@ def _expanded_fixtures(source: str = FIXTURES_SOURCE) -> str:
 
 
 FIXTURES = _expanded_fixtures()
+TFF_GET_COMPRESSED_FILE = download.get_compressed_file   # TFF's download helper, as it is
+
+
+@pytest.fixture(autouse=True)
+def _no_tff_downloads(monkeypatch):
+  """Tests read tests/fixtures only: TFF's download helper returns files that are there (TFF's
+  loaders call it for every file) and fails the test that would fetch one
+  (tests/data/test_tff_download.py replaces it on purpose)."""
+  def present_only(origin, cache_dir=None):
+    folder = cache_dir or os.path.join(os.path.expanduser('~'), '.tff')
+    if not os.path.isfile(os.path.join(folder, os.path.splitext(download.url_basename(origin))[0])):
+      raise AssertionError(f'a test tried to download {origin} into {folder}')
+    return TFF_GET_COMPRESSED_FILE(origin, cache_dir)
+  monkeypatch.setattr(download, 'get_compressed_file', present_only)
 
 
 @pytest.fixture(scope='session')

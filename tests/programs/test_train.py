@@ -83,7 +83,8 @@ def test_killed_run_resumes_where_it_stopped(tmp_path, uninterrupted):
 @pytest.mark.parametrize('extra, message', [
     (['--algorithm=fedmaml'], "Unknown algorithm 'fedmaml'"),
     (['--support_fraction=1.5'], 'support_fraction must be in (0, 1)'),
-    (['--dataset=emnist', '--model=femnist_cnn', '--cache_dir=/nonexistent/tff'],
+    (['--dataset=emnist', '--model=femnist_cnn', '--cache_dir=/nonexistent/tff',
+      '--no_download'],
      '/nonexistent/tff/emnist_all.sqlite'),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, extra, message):

@@ -72,9 +72,10 @@ def _pooled_femnist(name, ds, fractions, split_seed) -> ClassSplitData:
 
 
 @CLASS_SPLIT_SOURCES.register('emnist')
-def load_femnist(fractions=(64, 16, 20), split_seed=0, cache_dir=None) -> ClassSplitData:
-  return _pooled_femnist('emnist', load_dataset('emnist', cache_dir=cache_dir), fractions,
-                         split_seed)
+def load_femnist(fractions=(64, 16, 20), split_seed=0, cache_dir=None,
+                 download=True) -> ClassSplitData:
+  return _pooled_femnist('emnist', load_dataset('emnist', cache_dir=cache_dir, download=download),
+                         fractions, split_seed)
 
 
 @CLASS_SPLIT_SOURCES.register('leaf_femnist')
