@@ -136,8 +136,8 @@ def test_shipped_configs_by_name_folder_or_file_name(tmp_path, monkeypatch):
   assert config_file.load_toml('demo')['dataset'] == 'digits'
   (tmp_path / 'demo').write_text('dataset = "mine"\n')   # a file by that name wins
   assert config_file.load_toml('demo') == {'dataset': 'mine'}
-  with pytest.raises(ConfigError, match=r"'digits' is neither a file nor one shipped config; it "
-                                        r"could be: demo/digits, privacy/digits"):
+  with pytest.raises(ConfigError, match=r"'digits' does not exist, nor is it the name of one shipped "
+                                        r"config; it could be: demo/digits, privacy/digits"):
     config_file.resolve_config('digits')   # two folders have one
   with pytest.raises(ConfigError) as e:
     config_file.load_toml('tabel2_femnist_p20_mal')

@@ -128,7 +128,7 @@ def resolve_config(path: str) -> str:
   near = matches or difflib.get_close_matches(key, names, n=6, cutoff=0.6) or [
       n for n in names if key.rsplit('/', 1)[-1] in n][:6]
   raise ConfigError(
-      f'Config {path!r} is neither a file nor one shipped config'
+      f'Config file {path!r} does not exist, nor is it the name of one shipped config'
       + (f'; it could be: {", ".join(near[:6])}{", ..." if len(near) > 6 else ""}' if near else '')
       + f' (`tff-meta configs` lists the {len(names)} shipped configs; give a name or a path).')
 
