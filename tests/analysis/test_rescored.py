@@ -88,6 +88,7 @@ def _report(*args):
                         capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_program_prints_the_table_and_names_bad_inputs(folder, tmp_path):
   out = tmp_path / 'table.md'
   proc = _report(f'--scores={folder}', f'--output={out}')

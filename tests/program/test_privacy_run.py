@@ -45,6 +45,7 @@ def runs(tmp_path_factory):
   return base, results, privacy.budget(CFG, len(data.train))
 
 
+@pytest.mark.slow
 def test_epsilon_after_every_evaluation(runs):
   base, _, budget = runs
   rows = _rows(base / 'run' / 'eval.csv')

@@ -83,6 +83,7 @@ def runs(tmp_path_factory):
   return outs, seen
 
 
+@pytest.mark.slow
 def test_resumed_resident_run_equals_uninterrupted_plain_run(runs, tff_context):
   outs, _ = runs
   plain, resumed = _rows(outs['plain'] / 'metrics.csv'), _rows(outs['resumed'] / 'metrics.csv')

@@ -55,6 +55,7 @@ def runs(tmp_path_factory):
   return outs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['single', 'multi'])
 def test_train_seconds_count_every_round_once(runs, name):
   """results.json's train_seconds is metrics.csv's round_seconds summed: a resumed
@@ -91,6 +92,7 @@ def test_run_equals_single_rounds(runs, name):
                                float(evals['single'][round_num]['test_accuracy']), atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['multi', 'resident', 'pool_resident'])
 def test_checkpoints_land_on_the_same_rounds_with_the_same_state(runs, tff_context, name):
   for round_num in (8, 9):
@@ -106,6 +108,7 @@ def test_bad_settings_are_named():
   assert config_lib.ExperimentConfig().resident_state is True   # the fast path is the default
 
 
+@pytest.mark.slow
 def test_unrolled_rounds_fall_back_from_resident_state_with_a_note(tmp_path, capfd):
   cfg = dataclasses.replace(CFG, rounds=2, rounds_per_call=2, resident_state=True,
                             output_dir=str(tmp_path))
@@ -114,6 +117,7 @@ def test_unrolled_rounds_fall_back_from_resident_state_with_a_note(tmp_path, cap
   assert 'note: rounds_per_call=2' in err and 'Traceback' not in err
 
 
+@pytest.mark.slow
 def test_resident_state_with_client_states_equals_single_rounds(tmp_path):
   """SCAFFOLD keeps a control variate per client: the server state stays on the
   worker while the sampled clients' states still cross every round."""
@@ -145,6 +149,7 @@ def test_resident_state_with_client_states_equals_single_rounds(tmp_path):
       np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_unrolled_rounds_refuse_client_states(tmp_path):
   cfg = dataclasses.replace(CFG, algorithm='scaffold', rounds=2, rounds_per_call=2,
                             output_dir=str(tmp_path),

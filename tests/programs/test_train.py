@@ -13,6 +13,8 @@ from tests.helpers import csv_rounds as _rounds
 from tests.helpers import program_env as _env
 from tff_meta import provenance
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 ARGS = ['--config=configs/demo/digits.toml', '--algorithm=fedmeta_maml', '--rounds=40',
         '--eval_every=10', '--checkpoint_every=5', '--progress=false', '--clients_per_round=3']
 

@@ -22,6 +22,8 @@ from tests.conftest import REPO
 from tests.helpers import folder_held_by_another_run, program_env
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=2', '--eval_every=1',
          '--checkpoint_every=1', '--clients_per_round=3']
 STATEFUL = ['--config=configs/report003/digits.toml', '--algorithm=fedper', '--progress=false',

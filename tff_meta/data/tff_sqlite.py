@@ -69,7 +69,7 @@ def sqlite_path(cache_dir: Optional[str], filename: str, download: bool = True) 
   if download and filename in DOWNLOADABLE:
     return fetch(folder, filename)
   raise DataError(
-      f'TFF dataset file not found: {path!r} (folder {folder!r} '
+      f'TFF dataset file not found: {path!r} (downloading is off; folder {folder!r} '
       f'{"exists" if os.path.isdir(folder) else "does not exist"}). Either '
       f'run tff.simulation.datasets once on a machine with internet using '
       f'cache_dir={folder!r}, which downloads and decompresses it there, or '
@@ -88,8 +88,9 @@ def fetch(folder: str, filename: str) -> str:
   url, path = download_url(filename), os.path.join(folder, filename)
   created = _missing_folders(folder)
   staging, done = None, False
-  print(f'note: {path} is missing; downloading {url} with TFF\'s loader (decompressed as it '
-        f'arrives; the first run of a dataset takes minutes). --no_download turns this off.',
+  print(f'note: {path} is missing; downloading {url} with TFF\'s download helper (decompressed '
+        f'as it arrives; the first run of a dataset takes minutes). --no_download turns this '
+        f'off.',
         file=sys.stderr, flush=True)
   timeout = socket.getdefaulttimeout()
   try:
