@@ -842,6 +842,7 @@ def test_labels_resolve(checker):
   _report(checker.check_labels())
 
 
+@pytest.mark.slow
 def test_internal_imports_are_deps(checker):
   _report(checker.check_internal_deps() + checker.check_cycles())
 
@@ -1028,6 +1029,7 @@ def test_checker_wants_py_tests_to_run_pytest(tiny):
   assert 'args = ["$(rootpath test_x.py)"]' in problems
 
 
+@pytest.mark.slow
 def test_checker_on_a_copy_of_this_repo_with_one_dep_removed(tmp_path):
   """Removing any one first-party dep line from the real BUILD files is caught."""
   import shutil  # pylint: disable=g-import-not-at-top

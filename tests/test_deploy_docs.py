@@ -203,6 +203,7 @@ def check(uses: Iterable[Use], program_flags: Dict[str, Set[str]]) -> List[str]:
 # Tests.
 
 
+@pytest.mark.slow
 def test_every_flag_in_deploy_files_and_docs_exists(program_flags):
   uses = all_uses()
   problems = check(uses, program_flags)

@@ -43,6 +43,7 @@ def _processes(model):
   }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['metasgd_adam', 'fedavg_sgd'])
 def test_three_rounds_in_one_call_equal_three_single_rounds(tff_context, setup, name):
   data, model = setup
@@ -76,6 +77,7 @@ def test_chunks_end_on_evaluation_and_checkpoint_rounds():
   assert chunked_lib.chunk_end(7, 1, stop) == 8
 
 
+@pytest.mark.slow
 def test_chunked_rounds_give_each_round_its_metrics_and_state_at_stops(tff_context, setup):
   data, model = setup
   proc, kind = _processes(model)['fedavg_sgd']
