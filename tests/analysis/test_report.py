@@ -179,6 +179,7 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
     assert [r['method'] for r in csv.DictReader(f)] == list(METHODS.values())
 
 
+@pytest.mark.slow
 def test_client_flops_give_gflops_to_target(runs_dir, tmp_path):
   runs = tmp_path / 'runs'
   shutil.copytree(runs_dir / 'seed0', runs)
@@ -206,6 +207,7 @@ def test_client_flops_give_gflops_to_target(runs_dir, tmp_path):
   _is_png(out / 'cost.png')
 
 
+@pytest.mark.slow
 def test_unreached_target_writes_no_cost_plot(runs_dir, tmp_path):
   out = tmp_path / 'rep'
   (out).mkdir()

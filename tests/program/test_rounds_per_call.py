@@ -76,6 +76,7 @@ def _state(runs, name, round_num):
   return asyncio.run(manager.load(round_num, runs['initial']()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['multi', 'resident', 'pool_resident'])
 def test_run_equals_single_rounds(runs, name):
   single, other = _rows(runs['single'] / 'metrics.csv'), _rows(runs[name] / 'metrics.csv')
