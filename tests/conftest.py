@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 from tensorflow_federated.python.simulation.datasets import download  # noqa: E402
 
+from tests import offline  # noqa: E402
 from tff_meta.runtime import contexts, workers  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,15 +58,9 @@ TFF_GET_COMPRESSED_FILE = download.get_compressed_file   # TFF's download helper
 
 @pytest.fixture(autouse=True)
 def _no_tff_downloads(monkeypatch):
-  """Tests read tests/fixtures only: TFF's download helper returns files that are there (TFF's
-  loaders call it for every file) and fails the test that would fetch one
-  (tests/data/test_tff_download.py replaces it on purpose)."""
-  def present_only(origin, cache_dir=None):
-    folder = cache_dir or os.path.join(os.path.expanduser('~'), '.tff')
-    if not os.path.isfile(os.path.join(folder, os.path.splitext(download.url_basename(origin))[0])):
-      raise AssertionError(f'a test tried to download {origin} into {folder}')
-    return TFF_GET_COMPRESSED_FILE(origin, cache_dir)
-  monkeypatch.setattr(download, 'get_compressed_file', present_only)
+  """Tests read tests/fixtures only: a test that would fetch a TFF file fails."""
+  monkeypatch.setattr(download, 'get_compressed_file',
+                      offline.tff_downloads_refused(TFF_GET_COMPRESSED_FILE, AssertionError))
 
 
 @pytest.fixture(scope='session')

@@ -89,8 +89,8 @@ def fetch(folder: str, filename: str) -> str:
   created = _missing_folders(folder)
   staging, done = None, False
   print(f'note: {path} is missing; downloading {url} with TFF\'s download helper (decompressed '
-        f'as it arrives; the first run of a dataset takes minutes). --no_download turns this '
-        f'off.',
+        f'as it arrives; the first run of a dataset takes minutes). --no_download, or [data] '
+        f'download = false in a config, turns this off.',
         file=sys.stderr, flush=True)
   timeout = socket.getdefaulttimeout()
   try:
