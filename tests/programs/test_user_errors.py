@@ -441,6 +441,8 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
 @pytest.mark.parametrize('args, expect', [
     (['--methods=nope'], 'nope'), (['--config=/nonexistent.toml'], 'does not exist'),
     ([f'--data_path=/nonexistent/leaf'], '/nonexistent/leaf'), (['--test_rounds=0'], 'test_rounds'),
+    (['--data_path=/nonexistent/tff', '--no_download'],
+     "'/nonexistent/tff/emnist_all.sqlite' (downloading is off"),
     (['--n_way=abc'], 'n_way'),
     (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001')])
 def test_few_round_bad_inputs(runner, tmp_path, args, expect):

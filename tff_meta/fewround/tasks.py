@@ -127,6 +127,11 @@ def path_option(dataset: str) -> str:
   return next(k for k in ('path', 'data_dir', 'cache_dir') if k in params)
 
 
+def takes_option(dataset: str, option: str) -> bool:
+  """Whether source `dataset`'s loader has option `option` (e.g. 'download')."""
+  return option in inspect.signature(CLASS_SPLIT_SOURCES.get(dataset)).parameters
+
+
 def _client_value(support_x, support_y, query_x, query_y, num_ways):
   return collections.OrderedDict(
       support_x=np.asarray(support_x, np.float32), support_y=np.asarray(support_y, np.int32),
