@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Test processes (pytest-xdist; files stay whole on one process). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: demo test setup clean-venv lint
+.PHONY: demo test test-fast setup clean-venv lint
 
 $(STAMP): requirements.txt
 	@command -v $(PYTHON_SYS) >/dev/null || { echo "Python 3.11 is needed (TFF 0.87 supports 3.9-3.11); set PYTHON_SYS=/path/to/python3.11"; exit 1; }
@@ -23,6 +23,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests $(ARGS)
+
+# The quick tier: tests marked slow (subprocess programs, worker pools, notebooks, multi-round
+# training; pyproject.toml's markers) left out.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow" tests $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -9,7 +9,9 @@ startup.import_tensorflow()   # TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise drop
 
 import pytest  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
+from tensorflow_federated.python.simulation.datasets import download  # noqa: E402
 
+from tests import offline  # noqa: E402
 from tff_meta.runtime import contexts, workers  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,6 +53,14 @@ def _expanded_fixtures(source: str = FIXTURES_SOURCE) -> str:
 
 
 FIXTURES = _expanded_fixtures()
+TFF_GET_COMPRESSED_FILE = download.get_compressed_file   # TFF's download helper, as it is
+
+
+@pytest.fixture(autouse=True)
+def _no_tff_downloads(monkeypatch):
+  """Tests read tests/fixtures only: a test that would fetch a TFF file fails."""
+  monkeypatch.setattr(download, 'get_compressed_file',
+                      offline.tff_downloads_refused(TFF_GET_COMPRESSED_FILE, AssertionError))
 
 
 @pytest.fixture(scope='session')

@@ -203,6 +203,7 @@ def check(uses: Iterable[Use], program_flags: Dict[str, Set[str]]) -> List[str]:
 # Tests.
 
 
+@pytest.mark.slow
 def test_every_flag_in_deploy_files_and_docs_exists(program_flags):
   uses = all_uses()
   problems = check(uses, program_flags)
@@ -218,6 +219,7 @@ def test_every_flag_in_deploy_files_and_docs_exists(program_flags):
     assert any(w.startswith(rel) and p not in (None, '?') for w, p, _ in uses), rel
 
 
+@pytest.mark.slow
 def test_the_checker_catches_a_wrong_flag(program_flags):
   doc = ('Run `python -m programs.train --executor=workers --worker=a:1`, or `--client_device=gpu`.\n'
          '```\npython -m programs.worker --port=8000 --workers=a:1\ndocker run --gpus all x\n```\n')

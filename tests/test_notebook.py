@@ -166,6 +166,7 @@ def _assert_no_worker_left(pid, marker):
   assert not _marked_worker_pids(marker), 'a TFF worker started by the notebook is still running'
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
 def test_quickstart_notebook_runs_and_stops_its_worker(monkeypatch, tmp_path):
   marker = uuid.uuid4().hex
@@ -187,6 +188,7 @@ def test_quickstart_notebook_runs_and_stops_its_worker(monkeypatch, tmp_path):
   print(f'notebook ran in {elapsed:.1f} s')
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
 def test_kernel_exit_stops_the_worker(monkeypatch, tmp_path):
   """Without the final worker.stop() cell, the kernel's exit must stop the worker."""

@@ -46,6 +46,7 @@ def registered():
     ALGORITHMS.remove(NAME)
 
 
+@pytest.mark.slow
 def test_the_registry_builds_and_the_process_trains(tff_context, registered):
   data = helpers.digits_protocol()
   model = helpers.mlp_spec()

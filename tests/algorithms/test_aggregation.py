@@ -52,6 +52,7 @@ def _assert_same_params(a, b, atol):
     np.testing.assert_allclose(x, y, atol=atol)
 
 
+@pytest.mark.slow
 def test_mean_factory_equals_the_default_fused_mean(tff_context, setup):
   """The default (the weighted mean inside the round's single sum) is
   tff.aggregators.MeanFactory on (update, weight): FedAvg, example weights."""
@@ -67,6 +68,7 @@ def test_mean_factory_equals_the_default_fused_mean(tff_context, setup):
   assert 'aggregator' in b and 'aggregator' not in a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('secure', [False, True])
 def test_dp_without_noise_and_a_clip_that_never_binds_is_the_plain_round(
     tff_context, setup, secure):
@@ -194,6 +196,7 @@ def test_local_only_refuses_an_aggregator(setup):
     ALGORITHMS.get('local_only')(model, Hparams(), model_aggregator=factory)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', [n for n in sorted(ALGORITHMS.names()) if n != 'local_only'])
 def test_every_algorithm_takes_a_dp_aggregator(setup, name):
   """Every registered builder threads model_aggregator to its round: the

@@ -27,6 +27,7 @@ def setup():
   return model, clients
 
 
+@pytest.mark.slow
 def test_matches_tff_weighted_fed_avg(tff_context, setup):
   model, clients = setup
   client_opt = lambda: tff.learning.optimizers.build_sgdm(learning_rate=0.05)
@@ -89,6 +90,7 @@ def test_empty_client_has_no_effect(tff_context, setup):
     np.testing.assert_allclose(a, b, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_registry_builds_named_algorithms(setup):
   model, _ = setup
   # SCAFFOLD needs plain SGD and the population (the program fills it from the data).

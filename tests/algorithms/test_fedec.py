@@ -119,6 +119,7 @@ def test_round_keeps_each_clients_state_and_moves_phi_toward_the_mean(tff_contex
   helpers.assert_rel_close(state1['params']['weights'], mean_hat, rtol=1e-4)   # eps_out = 1
 
 
+@pytest.mark.slow
 def test_reptile_is_registered_with_the_papers_server_step():
   model = helpers.mlp_spec()
   alg = ALGORITHMS.get('reptile')(model, Hparams(server_optimizer='sgd', server_lr=0.5))

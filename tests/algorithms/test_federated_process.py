@@ -78,6 +78,7 @@ def test_process_with_client_state_declares_its_type_and_has_no_pieces():
                                                                     tff.CLIENTS)
 
 
+@pytest.mark.slow
 def test_a_model_aggregator_leaves_no_pieces():
   factory = aggregation.dp_factory(noise_multiplier=1.0, clients_per_round=2, clip=1.0)
   proc = _plain(factory)

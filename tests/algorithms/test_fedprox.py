@@ -37,6 +37,7 @@ def _ours(model, mu):
       server_optimizer=_sgd(1.0), weighting='num_examples')
 
 
+@pytest.mark.slow
 def test_one_round_against_tff_build_weighted_fed_prox(tff_context, setup):
   model, clients = setup
   spec = (tf.TensorSpec([None, 8, 8], tf.float32), tf.TensorSpec([None], tf.int32))

@@ -41,17 +41,20 @@ def _one_round(ds, model_name, **model_options):
   return model
 
 
+@pytest.mark.slow
 def test_femnist_cnn_on_tff_emnist(tff_context):
   ds = load_dataset('emnist', cache_dir=os.path.join(FIXTURES, 'tff'), max_clients=4)
   _one_round(ds, 'femnist_cnn', dense_units=32)
 
 
+@pytest.mark.slow
 def test_shakespeare_lstm_on_leaf_json(tff_context):
   ds = load_dataset('leaf_shakespeare', path=os.path.join(FIXTURES, 'leaf', 'shakespeare'),
                     max_clients=4)
   _one_round(ds, 'shakespeare_lstm', units=8)
 
 
+@pytest.mark.slow
 def test_sent140_lstm_with_glove(tff_context, tmp_path):
   rng = np.random.default_rng(0)
   words = ['good', 'bad', 'day', 'sad', 'happy', 'night', 'love', 'hate']
@@ -72,6 +75,7 @@ def test_sent140_lstm_with_glove(tff_context, tmp_path):
   assert model.frozen[0].shape[1] == 300
 
 
+@pytest.mark.slow
 def test_fedavg_minibatch_training_runs_the_character_lstm(tff_context):
   """FedAvg's local minibatch loop takes the gradient of a Keras RNN inside TFF
   (it used to fail inside `Dataset.reduce`: 'You must feed a value for

@@ -72,6 +72,7 @@ def test_finite_difference_hvp_matches_second_order_autodiff(setup):
   helpers.assert_rel_close(fd, exact_hvp(weights, x, y, vector), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_fo_and_hf_client_updates_match_plain_tf(tff_context, setup):
   model, clients, _ = setup
   updates = {}
@@ -91,6 +92,7 @@ def test_fo_and_hf_client_updates_match_plain_tf(tff_context, setup):
   assert gap > 0.05 * max(np.max(np.abs(e)) for e in exact), 'FO should ignore the Hessian term'
 
 
+@pytest.mark.slow
 def test_round_averages_local_models_and_evaluation_adapts_once(tff_context, setup):
   model, clients, data = setup
   hp = Hparams(inner_lr=ALPHA, per_fedavg_beta=BETA, local_steps=STEPS, batch_size=BATCH)

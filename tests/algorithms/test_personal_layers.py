@@ -46,6 +46,7 @@ def _state(personal, visits=1.0):
   return collections.OrderedDict(visits=np.float32(visits), personal=personal)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name, shared_idx, personal_idx', [
     ('fedper', (0, 1), (2, 3)),      # base shared, head personal
     ('fedavg_meta_fedper', (0, 1), (2, 3)),   # trains as FedPer
@@ -71,6 +72,7 @@ def test_joint_training_sends_the_shared_part_and_keeps_the_rest(tff_context, se
   assert new_state['visits'] == 2
 
 
+@pytest.mark.slow
 def test_fedrep_trains_the_head_then_the_body(tff_context, setup):
   model, _, data = setup
   proc = ALGORITHMS.get('fedrep')(model, _hp(local_epochs=1, head_epochs=2)).process
@@ -85,6 +87,7 @@ def test_fedrep_trains_the_head_then_the_body(tff_context, setup):
   helpers.assert_rel_close(new_state['personal'], after_head[2:], rtol=2e-4)
 
 
+@pytest.mark.slow
 def test_fedmeta_fedper_splits_the_meta_gradient(tff_context, setup):
   model, data, _ = setup
   alpha = 0.3
@@ -100,6 +103,7 @@ def test_fedmeta_fedper_splits_the_meta_gradient(tff_context, setup):
                            rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_known_clients_use_their_own_part_new_ones_the_best_stored(tff_context, setup):
   model, data, _ = setup
   alg = ALGORITHMS.get('fedper')(model, _hp(new_client_candidates=3))
@@ -122,6 +126,7 @@ def test_known_clients_use_their_own_part_new_ones_the_best_stored(tff_context, 
                              rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_fedavg_meta_fedper_fine_tunes_the_whole_model_from_the_chosen_head(tff_context, setup):
   # report 003 Sec. 6.3's FedAvgMeta column: FedPer's training, FedAvg(Meta)'s fine-tuning
   model, data, _ = setup

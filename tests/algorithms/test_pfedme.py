@@ -41,6 +41,7 @@ def reference_local_model(weights, data):
   return [v.numpy() for v in w]
 
 
+@pytest.mark.slow
 def test_client_update_matches_plain_tf(tff_context, setup):
   model, clients, _, alg = setup
   out = alg.process.client_update(alg.process.initialize()['params'], clients[0])
@@ -50,6 +51,7 @@ def test_client_update_matches_plain_tf(tff_context, setup):
   assert out['weight'] == 1.0 and out['metrics']['num_examples'] == R * BATCH
 
 
+@pytest.mark.slow
 def test_round_beta_mixes_and_evaluation_solves_moreau_envelope(tff_context, setup):
   model, clients, data, alg = setup
   state = alg.process.initialize()

@@ -34,6 +34,7 @@ def _full(client):
   return collections.OrderedDict(x=client.all.x, y=client.all.y)
 
 
+@pytest.mark.slow
 def test_client_update_and_new_control_variate(tff_context, setup):
   model, data, alg = setup
   x = model.initial_trainable
@@ -51,6 +52,7 @@ def test_client_update_and_new_control_variate(tff_context, setup):
                            rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_server_step_follows_alg1(tff_context, setup):
   model, data, alg = setup
   proc = alg.process
@@ -74,6 +76,7 @@ def test_server_step_follows_alg1(tff_context, setup):
   assert metrics['num_clients'] == 2 and metrics['num_rejected'] == 0
 
 
+@pytest.mark.slow
 def test_control_variates_persist_per_client(tff_context, setup):
   _, data, alg = setup
   states = helpers.check_states_follow_clients(alg.process, [_full(data.train[i]) for i in range(2)])

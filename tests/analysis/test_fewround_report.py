@@ -178,6 +178,7 @@ def _program(*args):
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2'))
 
 
+@pytest.mark.slow
 def test_program_writes_the_report_and_the_figures(runs, tmp_path):
   out = tmp_path / 'report'
   proc = _program(f'--runs={runs}', f'--output_dir={out}')
@@ -190,6 +191,7 @@ def test_program_writes_the_report_and_the_figures(runs, tmp_path):
   assert '## Runs' in md and '(seed 0, code not recorded)' in md   # no provenance.csv here
 
 
+@pytest.mark.slow
 def test_program_errors_are_one_line(tmp_path):
   empty = tmp_path / 'empty'
   empty.mkdir()
@@ -201,6 +203,7 @@ def test_program_errors_are_one_line(tmp_path):
     assert 'Traceback' not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('rows, message', [
     ('1,0.5\n2,abc\n', 'line 3: holds a value that is not a number'),
     ('1,0.5\n2,0.4,9\n', 'line 3: has a different number of cells than the header'),

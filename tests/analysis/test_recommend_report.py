@@ -176,6 +176,7 @@ def test_one_seed_shows_its_values_without_a_spread(tmp_path):
   assert f'| 2 | {np.mean([0.918, 0.896]):.4f} ± {np.std([0.918, 0.896]):.4f} | 40.50 ± 0.50 |' in md
 
 
+@pytest.mark.slow
 def test_program_reports_and_refuses_a_folder_without_runs(runs, tmp_path):
   cmd = [sys.executable, '-m', 'programs.report', f'--runs={runs}',
          f'--output_dir={tmp_path / "out"}']

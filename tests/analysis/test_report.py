@@ -92,6 +92,7 @@ def _fmt(x):
   return f'{x:,.0f}' if abs(x) >= 1000 else f'{x:.4g}'
 
 
+@pytest.mark.slow
 def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
   res = {(a, s): _results(runs_dir, a, s) for a in METHODS for s in SEEDS}
   # A target that every FedAvg run reaches at some evaluation, so cost.png must exist.
@@ -178,6 +179,7 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
     assert [r['method'] for r in csv.DictReader(f)] == list(METHODS.values())
 
 
+@pytest.mark.slow
 def test_client_flops_give_gflops_to_target(runs_dir, tmp_path):
   runs = tmp_path / 'runs'
   shutil.copytree(runs_dir / 'seed0', runs)
@@ -205,6 +207,7 @@ def test_client_flops_give_gflops_to_target(runs_dir, tmp_path):
   _is_png(out / 'cost.png')
 
 
+@pytest.mark.slow
 def test_unreached_target_writes_no_cost_plot(runs_dir, tmp_path):
   out = tmp_path / 'rep'
   (out).mkdir()
@@ -227,6 +230,7 @@ def _copy_run(runs_dir, dest, alg='fedavg', seed=0):
   return dest
 
 
+@pytest.mark.slow
 def test_malformed_run_folder_is_named_in_the_error(runs_dir, tmp_path):
   good = _copy_run(runs_dir, tmp_path / 'runs' / 'good')
   bad = _copy_run(runs_dir, tmp_path / 'runs' / 'bad', seed=1)
@@ -264,6 +268,7 @@ def test_malformed_run_folder_is_named_in_the_error(runs_dir, tmp_path):
     report.build_report([str(tmp_path / 'runs')], str(tmp_path / 'rep'), '74')
 
 
+@pytest.mark.slow
 def test_unfinished_runs_are_left_out_and_variants_are_not_averaged(runs_dir, tmp_path):
   runs = tmp_path / 'runs'
   _copy_run(runs_dir, runs / 'a', seed=0)
@@ -286,6 +291,7 @@ def test_unfinished_runs_are_left_out_and_variants_are_not_averaged(runs_dir, tm
   assert sum(len(g.runs) for g in again['groups']) == 3
 
 
+@pytest.mark.slow
 def test_a_key_missing_from_an_older_config_counts_as_its_default(runs_dir, tmp_path):
   """A config.toml written before a key existed had its default: its run is a seed of the same
   group as a newer run that writes the default, and a variant of one that sets another value."""
@@ -307,6 +313,7 @@ def test_a_key_missing_from_an_older_config_counts_as_its_default(runs_dir, tmp_
       ('FedAvg [max_concurrent_calls=-1]', 2), ('FedAvg [max_concurrent_calls=2]', 1)]
 
 
+@pytest.mark.slow
 def test_reference_flag_pairs_against_another_method(runs_dir, tmp_path):
   proc = _report(runs_dir, tmp_path / 'r', '--reference=fedmeta_maml')
   assert proc.returncode == 0, proc.stderr[-3000:]

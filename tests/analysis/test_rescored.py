@@ -1,4 +1,4 @@
-"""tff_meta/analysis/rescored.py and programs.report --scores: per-method summaries of runs
+"""research/rescored/scores.py and programs.report --scores: per-method summaries of runs
 scored on other clients, checked against hand computation."""
 
 import json
@@ -11,7 +11,7 @@ from scipy import stats
 
 from tests.conftest import REPO
 from tests.programs.program_client import assert_clean_error
-from tff_meta.analysis import rescored
+from research.rescored import scores
 
 IDS = ['w1', 'w2', 'w3']
 
@@ -88,6 +88,7 @@ def _report(*args):
                         capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_program_prints_the_table_and_names_bad_inputs(folder, tmp_path):
   out = tmp_path / 'out' / 'rescored.md'
   proc = _report(f'--scores={folder}', f'--output_dir={out.parent}')

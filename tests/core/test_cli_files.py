@@ -93,6 +93,7 @@ def test_normal_exit_passes_through(capsys, monkeypatch, tmp_path):
   assert code == 4
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_workers_and_ends_a_program_whose_shutdown_hangs():
   """SIGTERM in a program: its TFF workers stopped, one error line with the resume hint, exit 143,
   even when a thread (here one that never ends, as a TFF call left in flight can) would keep

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import tomllib
 from typing import Any, ClassVar, Dict, Tuple
 
@@ -121,6 +122,28 @@ def test_missing_malformed_or_folder_file(tmp_path):
     _toy_file(tmp_path, 'steps = [\n')
   with pytest.raises(ConfigError, match='is a folder'):
     config_file.load_toml(str(tmp_path))
+
+
+def test_shipped_configs_by_name_folder_or_file_name(tmp_path, monkeypatch):
+  root = config_file.shipped_configs_folder()
+  maml = os.path.join(root, 'fedmeta', 'table2_femnist_p20_maml.toml')
+  for name in ('fedmeta/table2_femnist_p20_maml', 'table2_femnist_p20_maml',
+               'configs/fedmeta/table2_femnist_p20_maml.toml', 'fedmeta/table2_femnist_p20_maml.toml'):
+    assert os.path.samefile(config_file.resolve_config(name), maml), name
+  monkeypatch.chdir(tmp_path)   # outside the checkout, its relative paths still resolve
+  assert config_file.resolve_config('demo') == os.path.join(root, 'demo', 'digits.toml')
+  assert config_file.resolve_config('configs/demo/digits.toml') == os.path.join(
+      root, 'demo', 'digits.toml')
+  assert config_file.load_toml('demo')['dataset'] == 'digits'
+  (tmp_path / 'demo').write_text('dataset = "mine"\n')   # a file by that name wins
+  assert config_file.load_toml('demo') == {'dataset': 'mine'}
+  with pytest.raises(ConfigError, match=r"'digits' does not exist, nor is it the name of one shipped "
+                                        r"config; it could be: demo/digits, privacy/digits"):
+    config_file.resolve_config('digits')   # two folders have one
+  with pytest.raises(ConfigError) as e:
+    config_file.load_toml('tabel2_femnist_p20_mal')
+  assert 'fedmeta/table2_femnist_p20_maml' in str(e.value) and '`tff-meta configs`' in str(e.value)
+  assert config_file.resolve_config('/nope.toml') == '/nope.toml'   # a path stays a path
 
 
 class _Flags:

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 from tff_meta.core import startup
 
@@ -24,6 +26,7 @@ def _python(code, **env):
                         text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_program_start_prints_no_registration_errors_and_keeps_stderr_working():
   proc = _python('import os, sys\n'
                  'from tff_meta.core import startup\n'
@@ -36,6 +39,7 @@ def test_a_program_start_prints_no_registration_errors_and_keeps_stderr_working(
   assert proc.stderr.strip().splitlines()[-1] == 'after'   # fd 2 is the terminal's again
 
 
+@pytest.mark.slow
 def test_other_start_up_lines_still_show():
   # at level 0 TensorFlow logs its INFO lines too: they are not dropped
   proc = _python('from tff_meta.core import startup\nstartup.import_tensorflow()\n',

@@ -42,9 +42,10 @@ def write_sql_client_data(path, splits):
 
 
 def check_missing_sqlite_error(loader, folder, filename):
-  """`loader(folder)` without the file: a DataError naming file, folder and fix; nothing created."""
+  """`loader(folder, download=False)` without the file: a DataError naming file, folder and fix;
+  nothing created. (The download path: tests/data/test_tff_download.py.)"""
   with pytest.raises(DataError) as e:
-    loader(str(folder))
+    loader(str(folder), download=False)
   msg = str(e.value)
   assert os.path.join(str(folder), filename) in msg
   assert 'does not exist' in msg and 'tff.simulation.datasets' in msg

@@ -82,11 +82,11 @@ def test_emnist_equals_tff_create_tf_dataset_for_client(emnist_all):
 
 def test_missing_sqlite_names_file_and_downloads_nothing(tmp_path):
   with pytest.raises(DataError) as e:
-    tff_native.load_emnist(str(tmp_path), only_digits=True)
+    tff_native.load_emnist(str(tmp_path), only_digits=True, download=False)
   assert os.path.join(str(tmp_path), 'emnist_all.sqlite') in str(e.value)
   assert 'copy' in str(e.value)
   with pytest.raises(DataError, match='shakespeare.sqlite'):
-    tff_native.load_shakespeare(str(tmp_path / 'nonexistent'))
+    tff_native.load_shakespeare(str(tmp_path / 'nonexistent'), download=False)
   assert not os.listdir(tmp_path)
   assert not os.path.exists(tmp_path / 'nonexistent')
 
@@ -94,7 +94,7 @@ def test_missing_sqlite_names_file_and_downloads_nothing(tmp_path):
 def test_missing_sqlite_default_cache_dir_is_home_tff(tmp_path, monkeypatch):
   monkeypatch.setenv('HOME', str(tmp_path))
   with pytest.raises(DataError) as e:
-    tff_native.load_emnist(None)
+    tff_native.load_emnist(None, download=False)
   assert os.path.join(str(tmp_path), '.tff', 'emnist_all.sqlite') in str(
       e.value)
   assert not os.path.exists(tmp_path / '.tff')

@@ -26,6 +26,7 @@ def test_tiny_model_has_the_expected_parameters(model):
   assert [w.shape for w in model.initial_trainable] == [(64, 10), (10,)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name, params_factor', [
     ('fedavg', 1), ('fedavg_meta', 1), ('fedmeta_maml', 1), ('fedmeta_fomaml', 1),
     ('fedmeta_metasgd', 2),        # Meta-SGD broadcasts and returns alpha too

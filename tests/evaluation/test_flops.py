@@ -108,6 +108,7 @@ def test_dense_models_match_the_profiler_exactly(hidden):
   assert flops.model_forward_flops(model) - _comparable(model) == sum(hidden)
 
 
+@pytest.mark.slow
 def test_femnist_cnn_matches_the_profiler():
   model = MODELS.get('femnist_cnn')((28, 28), 62)
   profiled = flops.profile_forward_flops(model, batch_size=2) / 2
@@ -207,6 +208,7 @@ def test_client_flops_fn_reads_the_clients_sizes():
                                spec)(episode) == _client_round('fedmeta_maml', spec, hp, 4, 11)
 
 
+@pytest.mark.slow
 def test_algorithms_carry_their_flops_function():
   spec = helpers.mlp_spec()
   full = collections.OrderedDict(x=np.zeros((15, 8, 8), np.float32), y=np.zeros(15, np.int32))
@@ -223,6 +225,7 @@ def _episode_specs(spec, n_s, n_q):
           tf.TensorSpec([n_q, *xs]), tf.TensorSpec([n_q], tf.int32)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('variant', ['fomaml', 'maml', 'metasgd'])
 @pytest.mark.parametrize('steps', [1, 2])
 def test_fedmeta_client_work_matches_the_profiler(variant, steps):

@@ -35,6 +35,7 @@ def _reference(weights, ep, alpha, steps, lam=0.0):
   return correct, loss
 
 
+@pytest.mark.slow
 def test_maml_evaluation_adapts_on_support_only(tff_context, setup):
   model, clients = setup
   hp = Hparams(inner_lr=0.5, inner_steps=2)
@@ -48,6 +49,7 @@ def test_maml_evaluation_adapts_on_support_only(tff_context, setup):
     np.testing.assert_allclose(got['loss_sum'], loss, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_sliced_evaluation_equals_the_full_batch_reference(tff_context, setup, monkeypatch):
   """Slices of 7 rows (`learning.slices`): support sets not divisible by 7, query sets of
   many slices, and a client smaller than one slice give the full-batch scores."""
@@ -81,6 +83,7 @@ def test_fedavg_is_scored_without_adaptation(tff_context, setup):
     np.testing.assert_allclose(g['loss_sum'], loss, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_fedavg_meta_fine_tunes_on_support_minibatches(tff_context, setup):
   """FedAvg(Meta) = minibatch fine-tuning on the support set only, then the query score."""
   model, clients = setup

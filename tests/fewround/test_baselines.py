@@ -3,6 +3,7 @@
 import collections
 
 import numpy as np
+import pytest
 
 from tests.fewround import fixtures
 from tff_meta.fewround import baselines, config, tasks
@@ -26,6 +27,7 @@ def _context():
   return baselines.Context(config.load(None, {}), data)
 
 
+@pytest.mark.slow
 def test_round_computations_are_traced_once_per_model_structure_and_hparams(tff_context):
   ctx = _context()
   model = fixtures.tiny('linear')

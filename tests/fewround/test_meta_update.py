@@ -42,6 +42,7 @@ def adam(phi, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-7):
   return [p - rate * a / (np.sqrt(b) + eps) for p, a, b in zip(phi, m, v)], m, v
 
 
+@pytest.mark.slow
 def test_server_adam_is_adam_on_the_mean_meta_gradient(tff_worker, tff_context):
   model = fixtures.tiny()
   hp = P.FewRoundHparams(rounds=1, gamma=0.5, inner_lr=0.05, local_steps=1, meta_lr=0.01,
@@ -73,6 +74,7 @@ def test_server_adam_is_adam_on_the_mean_meta_gradient(tff_worker, tff_context):
     assert metrics['num_examples'] == sum(len(c['query_y']) for c in data)
 
 
+@pytest.mark.slow
 def test_client_adam_differs_from_server_adam(tff_worker, tff_context):
   """With two clients of different gradients, averaging Adam steps != Adam of the mean."""
   model = fixtures.tiny()
@@ -97,6 +99,7 @@ def test_bad_meta_update_is_a_config_error():
       == 'server_adam'
 
 
+@pytest.mark.slow
 def test_recomputed_train_prototypes_take_the_query_loss_with_p_r(tff_worker, tff_context):
   # train_prototypes = recomputed: the meta-gradient is the query loss's at theta_R with P_R
   # (Eq. 1 at theta_R), not the round state's P_{R-1}; `next` and `run_episode` agree.

@@ -38,6 +38,7 @@ def setting():
   return c, plain, scaled, protos, np.ones(WAYS, np.float32)
 
 
+@pytest.mark.slow
 def test_at_t_zero_it_is_the_papers_distance_classifier(setting):
   c, plain, scaled, protos, mask = setting
   assert len(scaled.initial_weights) == len(plain.initial_weights) + 1
@@ -47,6 +48,7 @@ def test_at_t_zero_it_is_the_papers_distance_classifier(setting):
     np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_tau_multiplies_every_distance_of_eq2_eq3_and_the_logits(setting):
   c, _, scaled, protos, mask = setting
   tau, gamma = 4.0, 0.5
@@ -63,6 +65,7 @@ def test_tau_multiplies_every_distance_of_eq2_eq3_and_the_logits(setting):
   np.testing.assert_allclose(loss, eq2 + gamma * eq3, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_zero_head_leaves_the_temperature(tff_context):
   model = fixtures.tiny('scaled_distance')
   weights = list(model.initial_weights[:-1]) + [np.float32(0.7)]
@@ -70,6 +73,7 @@ def test_zero_head_leaves_the_temperature(tff_context):
   assert np.isclose(start(weights)['theta'][-1], 0.7)
 
 
+@pytest.mark.slow
 def test_temperature_lr_scale_multiplies_the_meta_step_to_t(tff_worker, tff_context):
   model = fixtures.tiny('scaled_distance')
   data = fixtures.clients()[:2]

@@ -68,6 +68,7 @@ def linear(tff_worker):
   return model, hp, spec, (start, round_fn, evaluate)
 
 
+@pytest.mark.slow
 def test_cv_score_is_held_out_accuracy_after_local_steps(linear, tff_context):
   model, hp, spec, (start, _, _) = linear
   tasks = [oneshot.cv_split(c) for c in oneshot.halve(episode_clients(1))]
@@ -92,6 +93,7 @@ def test_cv_score_is_held_out_accuracy_after_local_steps(linear, tff_context):
   np.testing.assert_allclose(np.asarray(got, np.float32), want, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_keeping_every_client_is_plain_fedavg_on_the_halves(linear, tff_context):
   model, hp, spec, computations = linear
   clients = episode_clients(2)
@@ -105,6 +107,7 @@ def test_keeping_every_client_is_plain_fedavg_on_the_halves(linear, tff_context)
   assert [sorted(s) for s in everyone.selections[0]] == [list(range(6))] * 2
 
 
+@pytest.mark.slow
 def test_diverging_clients_are_never_selected(linear, tff_context):
   model, hp, spec, computations = linear
   clients = episode_clients(3, count=4)
@@ -126,6 +129,7 @@ def _recording(fn, sizes):
   return wrapped
 
 
+@pytest.mark.slow
 def test_small_episodes_send_no_empty_batch_to_the_model(linear, tff_context):
   """One support image per class and client (examples_per_class = 2 * clients): before the
   alternation was carried across classes, every second half had no support data, and the CV

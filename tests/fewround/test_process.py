@@ -41,6 +41,7 @@ def reference_round(model, hp, theta, server_protos, server_mask, has, data):
                    c['num_ways']) for c in data]
 
 
+@pytest.mark.slow
 def test_round_averages_with_support_sizes(built, tff_context):
   model, hp, process = built
   data = clients()
@@ -68,6 +69,7 @@ def test_round_averages_with_support_sizes(built, tff_context):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_meta_update_averages_with_data_sizes(built, tff_context):
   model, hp, process = built
   data = clients()
@@ -95,6 +97,7 @@ def test_meta_update_averages_with_data_sizes(built, tff_context):
   assert metrics['num_examples'] == sum(len(c['query_y']) for c in data)
 
 
+@pytest.mark.slow
 def test_next_equals_round_by_round_episode(built, tff_context):
   _, _, process = built
   data = clients()
@@ -106,6 +109,7 @@ def test_next_equals_round_by_round_episode(built, tff_context):
   assert fused_metrics['correct'] == step_metrics['correct']
 
 
+@pytest.mark.slow
 def test_deployment_predicts_nearest_global_prototype(built, tff_context):
   model, _, process = built
   data = clients()
@@ -136,6 +140,7 @@ def _nearest_correct(embed, theta, protos, mask, data):
   return correct
 
 
+@pytest.mark.slow
 def test_recomputed_test_prototypes_are_eq1_at_theta_r(built, tff_context):
   # test_prototypes = recomputed: after R rounds the queries are scored with theta_R and P_R,
   # the support-size weighted class means of f_{theta_R} (over the clients holding the class),
@@ -167,6 +172,7 @@ def test_recomputed_test_prototypes_are_eq1_at_theta_r(built, tff_context):
   assert old['correct'] == _nearest_correct(embed, theta, state['protos'], state['mask'], data)
 
 
+@pytest.mark.slow
 def test_head_lr_steps_the_linear_head_alone():
   model = fixtures.tiny('linear')
   c = fixtures.client(np.random.default_rng(0), (3, 2, 4), query=5)
@@ -188,6 +194,7 @@ def test_head_lr_steps_the_linear_head_alone():
     np.testing.assert_allclose(b - w0, 5.0 * (a - w0), rtol=1e-4, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_zero_head_starts_each_episode_with_a_zero_head_and_phi_body(tff_context):
   model = fixtures.tiny('linear')
   start, _, _ = P.build_round(model, P.FewRoundHparams(zero_head=True), P.data_spec(SHAPE))

@@ -35,6 +35,7 @@ def _run(*args):
                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_runs_and_writes_results(tmp_path):
   out = tmp_path / 'run'
   proc = _run(f'--config={CONFIG}', '--methods=fedavg', '--test_episodes=2',
@@ -52,6 +53,7 @@ def test_runs_and_writes_results(tmp_path):
   assert [r['code_version'] for r in provenance.read(str(out))] == [provenance.code_version()]
 
 
+@pytest.mark.slow
 def test_bad_input_gives_clear_errors(tmp_path):
   proc = _run('--config=configs/fewround/mini_imagenet_5way_iid.toml',
               f'--data_path={tmp_path / "absent"}', f'--output_dir={tmp_path}')
@@ -75,6 +77,7 @@ def test_config_errors_name_the_key():
   assert cfg.test_rounds == (1, 2) and cfg.ways == 7 and cfg.n_way_arg == (3, 7)
 
 
+@pytest.mark.slow
 def test_sweep_scores_every_combination_on_validation_classes(tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
   out = tmp_path / 'sweep'
@@ -93,6 +96,7 @@ def test_sweep_scores_every_combination_on_validation_classes(tmp_path):
   assert (out / 'sweep.md').read_text().count('**') == 2      # one best setting, in bold
 
 
+@pytest.mark.slow
 def test_sweep_rejects_a_bad_grid(tmp_path):
   proc = subprocess.run(
       [sys.executable, '-m', 'programs.sweep', f'--config={CONFIG}',
@@ -119,6 +123,7 @@ def _pretrain_losses(out):
     return [(row['round'], row['train_loss']) for row in csv.DictReader(f)]
 
 
+@pytest.mark.slow
 def test_fine_tuning_baselines_share_one_pre_training(tmp_path):
   def run(out, methods):
     proc = _run(f'--config={CONFIG}', f'--methods={methods}', '--episodes=2', '--test_episodes=2',
@@ -162,6 +167,7 @@ def test_pre_training_runs_once_per_context(monkeypatch):
   assert first.episode_fn is None and second.episode_fn.keep == cfg.num_clients
 
 
+@pytest.mark.slow
 def test_select_every_deploys_the_validation_best_checkpoint(tmp_path):
   common = [f'--config={CONFIG}', '--methods=frl_distance', '--test_episodes=2',
             '--test_rounds=1', '--examples_per_class=6', '--num_clients=3', '--checkpoint_every=1',
@@ -195,6 +201,7 @@ def test_select_every_deploys_the_validation_best_checkpoint(tmp_path):
   assert json.loads((out / 'results.json').read_text())['results'][0]['info'] == frl['info']
 
 
+@pytest.mark.slow
 def test_a_rerun_reads_finished_methods_back_and_tests_only_the_rest(tmp_path):
   common = [f'--config={CONFIG}', '--test_episodes=2', '--test_rounds=1', '--examples_per_class=6',
             '--num_clients=3', '--episodes=2', f'--data_path={os.path.join(FIXTURES, "tff")}',
@@ -216,6 +223,7 @@ def test_a_rerun_reads_finished_methods_back_and_tests_only_the_rest(tmp_path):
   assert again['accuracy']['1']['per_episode'][:2] == first[0]['accuracy']['1']['per_episode']
 
 
+@pytest.mark.slow
 def test_a_learned_temperature_is_meta_trained_and_reported(tmp_path):
   out = tmp_path / 'tau'
   data = f'--data_path={os.path.join(FIXTURES, "tff")}'
@@ -254,6 +262,7 @@ def test_select_every_must_be_a_multiple_of_checkpoint_every():
     config_lib.load(os.path.join(REPO, CONFIG), {'select_every': 30}).validate()
 
 
+@pytest.mark.slow
 def test_a_stopped_test_phase_resumes_after_its_saved_episodes(tmp_path):
   """A run stopped during a method's test keeps the episodes saved so far (every
   deploy.SAVE_EVERY) and its rerun plays only the rest; deploy's tests show the numbers

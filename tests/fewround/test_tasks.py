@@ -81,3 +81,15 @@ def test_data_path_replaces_the_configs_folder_of_another_source():
   got = config_lib.with_data_path(cfg, '/leaf', tasks.path_option('leaf_femnist'))
   assert got.data == {'other': 1, 'path': '/leaf'}
   assert config_lib.with_data_path(cfg, None, 'path') is cfg   # no flag: the config as it is
+
+
+def test_no_download_sets_the_option_of_a_source_that_downloads():
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from tff_meta.fewround import config as config_lib  # pylint: disable=g-import-not-at-top
+  cfg = dataclasses.replace(FewRoundConfig(), dataset='emnist', data={'cache_dir': '/tff'})
+  assert tasks.takes_option('emnist', 'download')
+  assert not tasks.takes_option('leaf_femnist', 'download')
+  got = config_lib.without_download(cfg, True, tasks.takes_option('emnist', 'download'))
+  assert got.data == {'cache_dir': '/tff', 'download': False}
+  assert config_lib.without_download(cfg, None, True) is cfg   # no flag: the config as it is
+  assert config_lib.without_download(cfg, True, False) is cfg  # a source that downloads nothing

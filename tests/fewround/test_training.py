@@ -46,6 +46,7 @@ def process(tff_worker):
   return P.build_meta_training(fixtures.tiny(), hp, P.data_spec(fixtures.SHAPE))
 
 
+@pytest.mark.slow
 def test_meta_train_logs_every_episode_and_resumes_identically(process, tff_context, tmp_path):
   straight = str(tmp_path / 'straight')
   phi, history = training.meta_train(process, sampler(), 5, run_dir=straight, checkpoint_every=2)
@@ -69,6 +70,7 @@ def test_meta_train_logs_every_episode_and_resumes_identically(process, tff_cont
   assert rows(resumed) == logged and history2 == history
 
 
+@pytest.mark.slow
 def test_every_checkpoint_is_kept(process, tff_context, tmp_path):
   run_dir = str(tmp_path / 'all')
   training.meta_train(process, sampler(), 5, run_dir=run_dir, checkpoint_every=1)
@@ -76,6 +78,7 @@ def test_every_checkpoint_is_kept(process, tff_context, tmp_path):
       f'program_state_{v}' for v in range(1, 6)]
 
 
+@pytest.mark.slow
 def test_pretrain_resumes_identically(process, tff_context, tmp_path):
   model = fixtures.tiny('linear')
   computations = P.build_round(model, P.FewRoundHparams(inner_lr=0.05),

@@ -84,6 +84,7 @@ def test_regularizer_and_no_data_in_place():
   assert stats['num_examples'] == 0
 
 
+@pytest.mark.slow
 def test_a_function_graph_gets_the_functional_loop():
   optimizer = fused_adam.FusedAdam(0.05)
 
@@ -111,6 +112,7 @@ def test_fused_adam_is_tff_adam_for_state_and_hparams():
   assert float(optimizer.set_hparams(state, {'learning_rate': 0.5})['learning_rate']) == 0.5
 
 
+@pytest.mark.slow
 def test_in_place_inside_a_tff_computation_on_the_worker(tff_context):
   specs = [tf.TensorSpec(w.shape, tf.float32) for w in W0]
 

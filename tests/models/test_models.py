@@ -57,6 +57,7 @@ def test_unknown_model_lists_known_ones():
     MODELS.get('resnet')
 
 
+@pytest.mark.slow
 def test_looped_lstm_second_order_gradient_equals_unrolled(tff_context):
   """The while-loop LSTM used by the paper models gives MAML's exact meta-gradient."""
   from tff_meta.algorithms import fedmeta  # pylint: disable=g-import-not-at-top

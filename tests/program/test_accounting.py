@@ -41,6 +41,7 @@ def test_full_participation_is_the_gaussian_at_half_the_multiplier_by_hand():
                                         delta=delta, sampling='poisson')
 
 
+@pytest.mark.slow
 def test_fixed_size_sampling_is_dp_accountings_sampled_without_replacement():
   """Our sampler draws m of N without replacement each round: the reference
   is dp_accounting's RDP of SampledWithoutReplacementDpEvent (replace-one)."""
@@ -57,6 +58,7 @@ def test_fixed_size_sampling_is_dp_accountings_sampled_without_replacement():
   assert eps < full / 5   # amplification by subsampling
 
 
+@pytest.mark.slow
 def test_epsilon_grows_with_rounds_and_shrinks_with_noise():
   kw = dict(population=100, clients_per_round=10, delta=1e-5)
   assert accounting.epsilon(1.0, rounds=0, **kw) == 0.0
@@ -80,6 +82,7 @@ def test_pld_refuses_sampling_without_replacement():
                        accountant='pld')
 
 
+@pytest.mark.slow
 def test_noise_multiplier_for_a_target_epsilon():
   kw = dict(population=80, clients_per_round=5, rounds=50, delta=accounting.default_delta(80))
   z = accounting.noise_multiplier_for(4.0, tolerance=0.01, **kw)

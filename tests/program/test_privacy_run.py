@@ -45,6 +45,7 @@ def runs(tmp_path_factory):
   return base, results, privacy.budget(CFG, len(data.train))
 
 
+@pytest.mark.slow
 def test_epsilon_after_every_evaluation(runs):
   base, _, budget = runs
   rows = _rows(base / 'run' / 'eval.csv')
@@ -56,6 +57,7 @@ def test_epsilon_after_every_evaluation(runs):
   assert (base / 'run' / 'tensorboard' / 'eval').is_dir()
 
 
+@pytest.mark.slow
 def test_final_epsilon_in_results_and_table(runs):
   base, results, budget = runs
   with open(base / 'run' / 'results.json') as f:
@@ -66,6 +68,7 @@ def test_final_epsilon_in_results_and_table(runs):
   assert 'ε (DP)' in table and f'{budget.epsilon(4):.2f}' in table
 
 
+@pytest.mark.slow
 def test_resumed_run_continues_the_checkpointed_aggregator_state(runs):
   base, results, _ = runs
   metrics = _rows(base / 'run' / 'metrics.csv')
@@ -73,6 +76,7 @@ def test_resumed_run_continues_the_checkpointed_aggregator_state(runs):
   assert np.isfinite(results['run'].test.accuracy)
 
 
+@pytest.mark.slow
 def test_runs_on_a_pool(runs):
   base, results, budget = runs
   assert [r['round'] for r in _rows(base / 'pool' / 'eval.csv')] == ['0', '2']

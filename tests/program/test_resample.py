@@ -84,6 +84,7 @@ def runs(tmp_path_factory):
   return outs, seen
 
 
+@pytest.mark.slow
 def test_resumed_resident_run_equals_uninterrupted_plain_run(runs, tff_context):
   outs, _ = runs
   plain, resumed = _rows(outs['plain'] / 'metrics.csv'), _rows(outs['resumed'] / 'metrics.csv')
@@ -103,6 +104,7 @@ def test_resumed_resident_run_equals_uninterrupted_plain_run(runs, tff_context):
     np.testing.assert_allclose(y, x, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_resampling_changes_training(runs):
   outs, _ = runs
   plain, fixed = _rows(outs['plain'] / 'metrics.csv'), _rows(outs['fixed'] / 'metrics.csv')
@@ -110,6 +112,7 @@ def test_resampling_changes_training(runs):
   assert float(plain[0]['train_loss']) != pytest.approx(float(fixed[0]['train_loss']), rel=1e-4)
 
 
+@pytest.mark.slow
 def test_only_training_clients_are_resampled(runs):
   _, seen = runs
   data = experiment.prepare_data(CFG)   # the fixed splits

@@ -4,6 +4,7 @@ runs are checked in test_resample.py,
 test_client_states.py and tests/programs/test_train.py."""
 
 import numpy as np
+import pytest
 
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS
@@ -63,6 +64,7 @@ def test_eval_calls_fill_an_example_budget_and_a_client_cap():
   assert calls([], 5, 8) == []
 
 
+@pytest.mark.slow
 def test_evaluation_in_chunks_scores_every_client_as_one_call_does(tff_worker, monkeypatch):
   """`evaluate` splits the clients into calls by examples and count (worker memory);
   the per-client scores must be those of one call over all clients."""

@@ -12,6 +12,8 @@ from scipy import stats
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 
 def test_compare_two_methods_two_seeds(tmp_path):
   out = tmp_path / 'cmp'

@@ -12,6 +12,8 @@ from tff_meta.data import load_dataset
 from tff_meta.data import stats
 from tff_meta.data.types import ClientArrays, FederatedDataset
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

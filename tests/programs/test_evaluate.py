@@ -22,6 +22,8 @@ from tff_meta.data.embedded import load_digits
 from tff_meta.data import client_data
 from tff_meta.program import experiment, reevaluation
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=4', '--eval_every=2',
          '--checkpoint_every=2', '--clients_per_round=3']
 # The same computation on the same state and clients: the counts (accuracies) are equal; the

@@ -17,6 +17,8 @@ from tff_meta.recommendation import config, experiment
 
 assert DataError in USER_ERRORS
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 CONFIG = os.path.join(REPO, 'configs/recommend/movielens_p80.toml')
 SMALL = ['--episodes=4', '--eval_every=2', '--checkpoint_every=2', '--inner_steps=2',
          '--self_steps=5', '--progress=false']

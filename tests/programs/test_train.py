@@ -13,6 +13,8 @@ from tests.helpers import csv_rounds as _rounds
 from tests.helpers import program_env as _env
 from tff_meta.core import provenance
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 ARGS = ['--config=configs/demo/digits.toml', '--algorithm=fedmeta_maml', '--rounds=40',
         '--eval_every=10', '--checkpoint_every=5', '--progress=false', '--clients_per_round=3']
 
@@ -83,7 +85,8 @@ def test_killed_run_resumes_where_it_stopped(tmp_path, uninterrupted):
 @pytest.mark.parametrize('extra, message', [
     (['--algorithm=fedmaml'], "Unknown algorithm 'fedmaml'"),
     (['--support_fraction=1.5'], 'support_fraction must be in (0, 1)'),
-    (['--dataset=emnist', '--model=femnist_cnn', '--cache_dir=/nonexistent/tff'],
+    (['--dataset=emnist', '--model=femnist_cnn', '--cache_dir=/nonexistent/tff',
+      '--no_download'],
      '/nonexistent/tff/emnist_all.sqlite'),
 ])
 def test_bad_input_gets_a_clear_error(tmp_path, extra, message):

@@ -11,6 +11,8 @@ from tests.conftest import REPO
 from tests.helpers import csv_rounds as _rounds
 from tests.helpers import program_env as _env
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 ARGS = ['--config=configs/report003/digits.toml', '--algorithm=fedper', '--rounds=12',
         '--eval_every=4', '--checkpoint_every=4', '--progress=false']
 

@@ -22,6 +22,8 @@ from tests.conftest import REPO
 from tests.helpers import folder_held_by_another_run, program_env
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 TRAIN = ['--config=configs/demo/digits.toml', '--progress=false', '--rounds=2', '--eval_every=1',
          '--checkpoint_every=1', '--clients_per_round=3']
 STATEFUL = ['--config=configs/report003/digits.toml', '--algorithm=fedper', '--progress=false',
@@ -439,6 +441,8 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
 @pytest.mark.parametrize('args, expect', [
     (['--methods=nope'], 'nope'), (['--config=/nonexistent.toml'], 'does not exist'),
     ([f'--data_path=/nonexistent/leaf'], '/nonexistent/leaf'), (['--test_rounds=0'], 'test_rounds'),
+    (['--data_path=/nonexistent/tff', '--no_download'],
+     "'/nonexistent/tff/emnist_all.sqlite' (downloading is off"),
     (['--n_way=abc'], 'n_way'),
     (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001')])
 def test_few_round_bad_inputs(runner, tmp_path, args, expect):

@@ -33,6 +33,7 @@ def test_resume_continues_without_duplicates(tmp_path):
   assert curve[-1]['w0'] == full_curve[-1]['w0'] == 21
 
 
+@pytest.mark.slow
 def test_service_run_from_csv(tmp_path):
   frame = event_log.generate_event_log(15, num_services=40, events=(60, 90), seed=3)
   path = event_log.write_event_log(frame, str(tmp_path / 'log.csv'))
@@ -78,6 +79,7 @@ def test_bad_config_is_named():
     config.from_dict({'self_steps': '100,x'}).validate()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('select_on, line', [('validation_rmse', 0.7), ('last', 0.9)])
 def test_the_reference_line_scores_the_users_the_curves_score(tmp_path, monkeypatch, select_on,
                                                               line):

@@ -207,6 +207,7 @@ def test_per_episode_chronological_split_is_the_fixed_one_and_bad_names_fail(fol
     _cfg(folder, train_split='always')
 
 
+@pytest.mark.slow
 def test_factor_lr_scale_reaches_the_factor_layer_of_maml_and_nn_pretrained(folder, monkeypatch):
   """factor_lr_scale multiplies the outer step of rating_factor_mlp's E and u only, for MAML
   (server optimizer) and NN(pre-trained) (pre-training optimizer) alike; a bad value is named."""

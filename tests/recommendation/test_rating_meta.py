@@ -109,6 +109,7 @@ def test_model_is_the_papers_plus_the_wide_path(setup):
   assert model.x_spec.shape.as_list() == [None, DIM]
 
 
+@pytest.mark.slow
 def test_maml_round_on_ratings_matches_plain_tf(tff_context, setup):
   model, eps = setup
   proc = _process(model, 'maml')
@@ -125,6 +126,7 @@ def test_maml_round_on_ratings_matches_plain_tf(tff_context, setup):
   assert metrics['num_examples'] == 7 and metrics['num_rejected'] == 0
 
 
+@pytest.mark.slow
 def test_scheduled_server_rate_reaches_the_real_process(tff_context, setup):
   """`schedules.with_rate` on the process's own state: the SGD server step (built at rate 1)
   moves the weights by 0.25 x the meta-gradient, and the next state keeps the set rate."""
@@ -139,6 +141,7 @@ def test_scheduled_server_rate_reaches_the_real_process(tff_context, setup):
   assert float(new_state['optimizer_state']['learning_rate']) == pytest.approx(0.25)
 
 
+@pytest.mark.slow
 def test_metasgd_learns_rates_on_ratings(tff_context, setup):
   model, eps = setup
   proc = _process(model, 'metasgd', steps=1)
@@ -150,6 +153,7 @@ def test_metasgd_learns_rates_on_ratings(tff_context, setup):
   helpers.assert_rel_close(out['weighted_update']['rates'], ga, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_predict_adapts_on_support_only(tff_context, setup):
   model, eps = setup
   proc = _process(model, 'maml')

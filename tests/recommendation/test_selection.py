@@ -85,6 +85,7 @@ def _flip_test_users(data):
   return data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('method', ['nn_pretrained', 'maml'])
 def test_test_users_never_choose_and_the_kept_parameters_are_scored(folder, tmp_path, tff_context,
                                                                     method):
@@ -116,6 +117,7 @@ def test_test_users_never_choose_and_the_kept_parameters_are_scored(folder, tmp_
   assert stopped.selected_episode is None and 'selected_episode' not in stopped.row()
 
 
+@pytest.mark.slow
 def test_maml_from_the_pretrained_start_starts_at_nn_pretrained_kept_network(folder, tmp_path,
                                                                           tff_context):
   """MAML(pre-trained start): its episode 0 is NN(pre-trained)'s kept network (not its last,

@@ -54,6 +54,7 @@ def test_read_phi_reads_a_saved_program_state(tmp_path):
   assert all(np.array_equal(a, b) for a, b in zip(got, phi))
 
 
+@pytest.mark.slow
 def test_graph_embed_runs_the_model_outside_tff():
   from tff_meta.fewround.model import build_few_round_model  # pylint: disable=g-import-not-at-top
   model = build_few_round_model('conv4', (28, 28), 'distance', 5, seed=0, pool_padding='same',

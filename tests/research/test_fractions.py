@@ -22,6 +22,7 @@ def _cfg(folder, out):
                                eval_every=1, checkpoint_every=1, hidden_units=4, inner_steps=2))
 
 
+@pytest.mark.slow
 def test_one_maml_run_per_fraction_and_a_resumed_sweep_reads_them_back(tmp_path, monkeypatch):
   folder = tmp_path / 'ml'
   ml100k_files.write(folder, num_users=25, num_items=50)
@@ -52,6 +53,7 @@ def test_one_maml_run_per_fraction_and_a_resumed_sweep_reads_them_back(tmp_path,
     fractions.run(other, [0.3, 0.6], show_progress=False)
 
 
+@pytest.mark.slow
 def test_bad_fractions_and_tasks_are_refused(tmp_path):
   cfg = _cfg(tmp_path, tmp_path / 'x')
   with pytest.raises(config.ConfigError, match='at least one fraction'):

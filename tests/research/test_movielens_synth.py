@@ -61,6 +61,7 @@ def test_timestamps_span_ml100k_in_sessions(table):
   assert 100 < long_gaps < 900                  # many, not all, users come back on a later day
 
 
+@pytest.mark.slow
 def test_same_seed_same_files_other_seed_other_files():
   a, b = movielens_synth.generate(3), movielens_synth.generate(3)
   assert a == b
@@ -109,6 +110,7 @@ def _program(*args):
                         env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_program_writes_the_generated_folder_and_protects_real_data(tmp_path):
   out = _program(f'--output_dir={tmp_path / "gen"}', '--seed=2')
   assert out.returncode == 0, out.stderr
@@ -150,6 +152,7 @@ def test_calibrated_to_the_real_ml100k_baselines(folder):
   assert stats['item_p@1_chronological'] < stats['item_p@1_random'] - 0.05
 
 
+@pytest.mark.slow
 def test_factor_structure_matches_the_published_ml100k_gain(folder):
   """Issue #15: scikit-surprise's own ml-100k benchmark (5-fold, RMSE) has BaselineOnly 0.944
   and SVD 0.934, a 0.010 gain from item factors; the generated folder lands within 0.012 of
@@ -194,6 +197,7 @@ def test_knobs_change_the_ratings_deterministically():
   assert movielens_synth.generate(1, calm)['u.data'] != movielens_synth.generate(1)['u.data']
 
 
+@pytest.mark.slow
 def test_program_prints_calibration_statistics(folder, tmp_path):
   out = _program(f'--stats_of={folder}')
   assert out.returncode == 0, out.stderr

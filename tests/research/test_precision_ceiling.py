@@ -119,6 +119,7 @@ def test_genre_ridge_uses_the_support_taste_and_demo_genre_a_shared_one():
   assert pc.scores(ctx, test, pc.demo_genre)['p@1'] == 1.0
 
 
+@pytest.mark.slow
 def test_latent_factors_are_the_generators():
   z = movielens_synth.latent_factors(3)
   files = movielens_synth.generate(3)
@@ -145,6 +146,7 @@ def _program(*args):
                         cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_program_scores_a_folder_and_refuses_a_missing_one(tmp_path):
   folder = ml100k_files.write(tmp_path / 'ml', num_users=40)
   out = _program(f'--data_path={folder}', '--penalties=3,10', '--factors=2')

@@ -54,6 +54,7 @@ def test_noise_multiplier_reaches_the_target_with_full_participation():
   curve.check_epsilon(4.0, eps)
 
 
+@pytest.mark.slow
 def test_noise_multiplier_with_sampling_reaches_the_target():
   setting = dict(population=40, clients_per_round=8, rounds=5, delta=1e-3)
   z = curve.noise_multiplier(8.0, **setting)
@@ -93,6 +94,7 @@ def test_final_clip_finds_the_queries_clip_in_nested_state():
     curve.final_clip({'agg_state': [1, 2]})
 
 
+@pytest.mark.slow
 def test_final_clip_of_a_real_adaptive_dp_aggregator(tff_context):
   """The state TFF's adaptive DP factory starts from holds its initial clip."""
   import tensorflow_federated as tff
@@ -126,6 +128,7 @@ def test_summarize_means_and_stds_over_seeds_and_markdown():
   assert one_seed[2] == '| A | 90.00 |'
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(tmp_path):
   rows = [_row('A', INF, 0, 90.0, INF), _row('A', 1.0, 0, 40.0, 1.0),
           _row('A', 8.0, 0, 70.0, 8.0), _row('B', INF, 0, 80.0, INF)]

@@ -13,6 +13,8 @@ from tests.conftest import REPO
 from tests.helpers import program_env
 from tff_meta.program import accounting
 
+pytestmark = pytest.mark.slow   # runs programs as subprocesses
+
 CONFIG = '''
 name = "tiny_privacy"
 dataset = "digits"

@@ -125,6 +125,7 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
              for cell, f in by_cell.items())
 
 
+@pytest.mark.slow
 def test_long_run_skips_the_cells_committed_at_its_length(tmp_path):
   def folders(**env):
     return [_flags(c[2:])['output_dir'] for c in _dry_run(

@@ -85,6 +85,7 @@ def test_gpu_support_detection(tmp_path):
   assert isinstance(executor.worker_binary_has_gpu_support(), bool)   # the installed worker
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
 def test_workers_get_their_env():
   with WorkerProcess(env={'CUDA_VISIBLE_DEVICES': '-1', 'TFF_META_TEST': 'a'}) as worker:
@@ -97,6 +98,7 @@ def test_workers_get_their_env():
     WorkerPool.local(3, env=[{}, {}])
 
 
+@pytest.mark.slow
 def test_cpu_only_machine_prints_the_note_and_trains(tmp_path):
   if executor.visible_gpu_count():
     pytest.skip('a GPU is visible: this checks the CPU-only path')

@@ -29,6 +29,7 @@ def _rounds(proc, clients, pool, n=3):
   return state, history
 
 
+@pytest.mark.slow
 def test_two_workers_match_one_worker():
   data = helpers.digits_protocol()
   model = helpers.mlp_spec()
@@ -48,6 +49,7 @@ def test_two_workers_match_one_worker():
     np.testing.assert_allclose(m1['loss_sum'], m2['loss_sum'], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_resident_memory_is_the_owned_workers_vmrss_summed():
   from tff_meta.runtime import workers  # pylint: disable=g-import-not-at-top
   with WorkerPool.local(2) as pool:
@@ -69,6 +71,7 @@ def test_resident_memory_is_the_owned_workers_vmrss_summed():
     assert np.isnan(victim.resident_mb()) and np.isnan(workers.resident_mb(victim.pid))
 
 
+@pytest.mark.slow
 def test_dead_worker_is_named():
   with WorkerPool.local(2) as pool:
     assert pool.dead_workers(confirm_s=0.5) == []
@@ -94,6 +97,7 @@ def test_bad_addresses(text):
     parse_addresses(text)
 
 
+@pytest.mark.slow
 def test_training_survives_losing_a_worker(tmp_path):
   """Start 2 workers, kill one mid-run, resume with the survivor (issue #7)."""
   out = tmp_path / 'run'

@@ -16,6 +16,7 @@ def test_split_counts_are_balanced_and_need_a_client_per_worker():
     pool_resident.split_counts(3, 4)
 
 
+@pytest.mark.slow
 def test_pool_rounds_equal_process_next(tff_context):
   proc, round_batch = helpers.fedmeta_rounds('maml', 5)
 

@@ -1,12 +1,14 @@
 """The server state resident on the worker gives the rounds of `process.next` (issue #8)."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests import helpers
 from tff_meta.runtime.resident import ResidentRounds
 
 
+@pytest.mark.slow
 def test_resident_rounds_equal_process_next_and_fetch_only_at_stops(tff_context):
   proc, round_batch = helpers.fedmeta_rounds('metasgd', 3)
 

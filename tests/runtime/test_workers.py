@@ -36,6 +36,7 @@ def test_stop_kills_the_worker():
   assert pid not in workers.live_pids() and not _alive(pid)
 
 
+@pytest.mark.slow
 def test_stop_deletes_an_empty_log_and_keeps_one_with_output(tmp_path):
   quiet = workers.WorkerProcess(log_dir=str(tmp_path))
   assert os.path.exists(quiet.log_path)
@@ -50,6 +51,7 @@ def test_stop_deletes_an_empty_log_and_keeps_one_with_output(tmp_path):
   assert os.listdir(tmp_path) == [os.path.basename(talking.log_path)]
 
 
+@pytest.mark.slow
 def test_worker_dies_with_a_sigkilled_parent(tmp_path):
   script = textwrap.dedent(f"""
       import sys, time
@@ -76,6 +78,7 @@ def test_worker_dies_with_a_sigkilled_parent(tmp_path):
   assert not _alive(worker_pid), 'worker outlived its SIGKILLed parent'
 
 
+@pytest.mark.slow
 def test_sigterm_in_library_use_stops_the_workers_then_ends_as_by_default():
   """No program handler (library use, e.g. a notebook's kernel): the workers are stopped, then
   SIGTERM's default action ends the process (the programs' message is program.cli's)."""
@@ -99,6 +102,7 @@ def _command_line(pid):
     return f.read().decode().split('\0')
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith('linux'), reason='reads /proc')
 def test_max_concurrent_calls_reaches_the_worker_command_line():
   flag_values = types.SimpleNamespace(executor='local', workers=None, local_workers=1,

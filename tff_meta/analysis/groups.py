@@ -36,7 +36,7 @@ REFERENCE_ALGORITHM = 'fedavg'   # the paper's baseline, which the report's pair
 # Config keys that name the group, or do not change what is trained.
 _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'checkpoint_every',
                                'method_hparams', 'algorithm', 'dataset', 'model',
-                               'support_fraction', 'data.cache_dir',
+                               'support_fraction', 'data.cache_dir', 'data.download',
                                # round paths with identical results (tests check this)
                                'resident_state', 'rounds_per_call'})
 

@@ -25,8 +25,7 @@ PAPER_MODELS = {'FEMNIST': 'femnist_cnn', 'Shakespeare': 'shakespeare_lstm',
 SUPPORTS = (0.2, 0.5, 0.9)
 # The paper's Table 2 as printed, the file `programs.reproduce` reads too:
 # [dataset] method = { p20 = [mean, std], p50 = ..., p90 = ... }.
-PAPER_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), 'configs', 'fedmeta', 'paper_table2.toml')
+PAPER_FILE = os.path.join(config_file.shipped_configs_folder(), 'fedmeta', 'paper_table2.toml')
 # Our algorithm -> its key in PAPER_FILE.
 PAPER_KEYS = {'fedavg': 'fedavg', 'fedavg_meta': 'fedavg_meta', 'fedmeta_maml': 'maml',
               'fedmeta_metasgd': 'metasgd'}

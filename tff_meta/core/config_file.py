@@ -89,9 +89,54 @@ def renamed_error(old: str, new: str, where: str = '', value: Any = None) -> Con
   return ConfigError(f'--{old} was renamed --{new}; write --{new}={value} instead (same meaning).')
 
 
+def shipped_configs_folder() -> str:
+  """The configs shipped with tff_meta: `tff_meta/configs` in an installed wheel (setup.py),
+  else the checkout's `configs/`."""
+  package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tff_meta/
+  installed = os.path.join(package, 'configs')
+  return installed if os.path.isdir(installed) else os.path.join(os.path.dirname(package), 'configs')
+
+
+def shipped_configs() -> Dict[str, str]:
+  """Name -> path of every shipped config; the name is its path in the configs folder without
+  `.toml`, e.g. 'demo/digits', 'fedmeta/table2_femnist_p20_maml'."""
+  root, names = shipped_configs_folder(), {}
+  for folder, _, files in os.walk(root):
+    for file in files:
+      if file.endswith('.toml'):
+        path = os.path.join(folder, file)
+        names[os.path.relpath(path, root)[:-len('.toml')].replace(os.sep, '/')] = path
+  return dict(sorted(names.items()))
+
+
+def resolve_config(path: str) -> str:
+  """`path` if it exists, else the shipped config it names: 'demo/digits' (also written
+  'configs/demo/digits.toml', the repository path), a folder holding one config ('demo'), or
+  a file name found once ('table2_femnist_p20_maml'). A relative path that names none is a
+  ConfigError listing the near names; an absolute one stays as it is (load_toml's error)."""
+  if os.path.exists(path) or os.path.isabs(path):
+    return path
+  names = shipped_configs()
+  key = path.replace(os.sep, '/').removeprefix('./').removeprefix('configs/')
+  key = key.removesuffix('.toml').rstrip('/')
+  matches = ([key] if key in names else
+             [n for n in names if n.startswith(key + '/')] or
+             [n for n in names if n.rsplit('/', 1)[-1] == key])
+  if len(matches) == 1:
+    return names[matches[0]]
+  import difflib  # pylint: disable=g-import-not-at-top
+  near = matches or difflib.get_close_matches(key, names, n=6, cutoff=0.6) or [
+      n for n in names if key.rsplit('/', 1)[-1] in n][:6]
+  raise ConfigError(
+      f'Config file {path!r} does not exist, nor is it the name of one shipped config'
+      + (f'; it could be: {", ".join(near[:6])}{", ..." if len(near) > 6 else ""}' if near else '')
+      + f' (`tff-meta configs` lists the {len(names)} shipped configs; give a name or a path).')
+
+
 def load_toml(path: str, see: str = 'configs/ for examples') -> Dict[str, Any]:
-  """A TOML file as a dict; a missing (`see` names where configs are) or malformed file, or a
-  folder, is a ConfigError."""
+  """A TOML file (a path, or a shipped config's name: `resolve_config`) as a dict; a missing
+  (`see` names where configs are) or malformed file, or a folder, is a ConfigError."""
+  path = resolve_config(path)
   if not os.path.exists(path):
     raise ConfigError(f'Config file {path!r} does not exist; see {see}.')
   try:

@@ -59,14 +59,23 @@ DATASETS.add('emnist_label_shards', _Lazy('repartition', 'load_repartitioned', s
 DATASETS.add('movielens', _Lazy('movielens', 'load_movielens'))
 
 
+def _loader(name: str) -> Callable[..., AnyDataset]:
+  loader = DATASETS.get(name)
+  return loader.resolve() if isinstance(loader, _Lazy) else loader
+
+
+def takes_option(name: str, option: str) -> bool:
+  """Whether dataset `name`'s loader has keyword option `option` (e.g. 'download')."""
+  return option in inspect.signature(_loader(name)).parameters
+
+
 def load_dataset(name: str, **options) -> AnyDataset:
   """Loads dataset `name`; an unknown option raises an error naming the valid ones.
 
   Returns what the loader returns: a `FederatedDataset` for every source but
   'movielens', which gives a `movielens.RatingsDataset`.
   """
-  loader = DATASETS.get(name)
-  fn = loader.resolve() if isinstance(loader, _Lazy) else loader
+  fn = _loader(name)
   params = inspect.signature(fn).parameters
   if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
     unknown = sorted(set(options) - set(params))

@@ -23,7 +23,7 @@ def load_repartitioned(source: str = 'emnist', partition: str = 'label_shards',
                        shards_per_client: int = 2, alpha: float = 0.5, min_size: int = 10,
                        seed: int = 0, cache_dir: Optional[str] = None,
                        only_digits: bool = True, max_examples: int = 0,
-                       invert: bool = True) -> FederatedDataset:
+                       invert: bool = True, download: bool = True) -> FederatedDataset:
   """`source` pooled, then split into `num_clients` clients by `partition`.
 
   Args:
@@ -36,9 +36,11 @@ def load_repartitioned(source: str = 'emnist', partition: str = 'label_shards',
       files hold 1.0 = background; an MLP on those near-constant inputs with
       SGD does not even fit one client's 80 images in 20 epochs (plain Keras,
       loss stays at ln 3), while inverted it reaches 99% (docs/RESULTS.md).
+    download: source 'emnist' only: fetch a missing file (`tff_native.load_emnist`).
   """
   if source == 'emnist':
-    pooled = tff_native.load_emnist(cache_dir=cache_dir, only_digits=only_digits)
+    pooled = tff_native.load_emnist(cache_dir=cache_dir, only_digits=only_digits,
+                                    download=download)
   elif source == 'leaf_femnist':
     if not cache_dir:
       raise DataError('Re-partitioning leaf_femnist needs cache_dir = the LEAF femnist folder.')

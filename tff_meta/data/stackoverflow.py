@@ -136,7 +136,7 @@ def load_stackoverflow(cache_dir: Optional[str] = None, split: str = 'train',
                        vocab_size: int = 10000, num_tags: int = 500,
                        words: Union[None, str, Sequence[str]] = None,
                        tags: Union[None, str, Sequence[str]] = None,
-                       ) -> FederatedDataset:
+                       download: bool = True) -> FederatedDataset:
   """Federated Stack Overflow tag prediction from `<cache_dir>/stackoverflow.sqlite`.
 
   Task (the only one, task='tag'): predict a post's most frequent tag from
@@ -189,6 +189,8 @@ def load_stackoverflow(cache_dir: Optional[str] = None, split: str = 'train',
     num_tags: tags in the label vocabulary (at most) = num_classes.
     words: word vocabulary, a list or a word-count file path (see above).
     tags: tag vocabulary, a list or a tag-count JSON file path.
+    download: fetch a missing file with TFF's download helper (False: a
+      missing file is a `DataError`; the programs' --no_download).
 
   Returns:
     `FederatedDataset` 'stackoverflow': x float32 [n, len(words)], y int32
@@ -204,7 +206,7 @@ def load_stackoverflow(cache_dir: Optional[str] = None, split: str = 'train',
   if split not in _STACKOVERFLOW_SPLITS:
     raise DataError(f'split must be one of {tuple(_STACKOVERFLOW_SPLITS)}, '
                     f'got {split!r}.')
-  path = tff_sqlite.sqlite_path(cache_dir, STACKOVERFLOW_FILE)
+  path = tff_sqlite.sqlite_path(cache_dir, STACKOVERFLOW_FILE, download)
   per_client = tff_sqlite.read_clients(path, _STACKOVERFLOW_SPLITS[split], max_clients,
                                        _STACKOVERFLOW_SPEC)
   word_list, word_source = _vocabulary(

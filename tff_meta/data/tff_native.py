@@ -5,8 +5,9 @@ keeps in its `cache_dir` (default `~/.tff`): `emnist_all.sqlite` (for both
 `only_digits` values; the digits are the `digits_only_*` splits of the same
 file), `shakespeare.sqlite` and `cifar100.sqlite` (each is the download
 `<name>.sqlite.lzma` decompressed by TFF), through `tff_sqlite` (TFF's
-`SqlClientData` schema, read in bulk in TFF's own order; a missing file is a
-`DataError` naming the path, no download is tried). `via_tff=True` reads
+`SqlClientData` schema, read in bulk in TFF's own order; a missing file is
+downloaded with TFF's own download helper, or with download=False a
+`DataError` naming the path). `via_tff=True` reads
 through TFF's `ClientData` instead (slower). Stack Overflow is in
 `stackoverflow`.
 
@@ -50,7 +51,7 @@ _CIFAR100_CASTS = {'image': np.uint8, 'label': np.int32,
 
 def load_emnist(cache_dir: Optional[str] = None, only_digits: bool = False,
                 split: str = 'all', max_clients: int = 0,
-                via_tff: bool = False) -> FederatedDataset:
+                via_tff: bool = False, download: bool = True) -> FederatedDataset:
   """Federated EMNIST from `<cache_dir>/emnist_all.sqlite` (TFF's file).
 
   Args:
@@ -61,12 +62,14 @@ def load_emnist(cache_dir: Optional[str] = None, only_digits: bool = False,
     split: 'train', 'test', or 'all' (train then test, per client).
     max_clients: > 0 keeps the first N client ids in sorted order.
     via_tff: read through TFF's `ClientData` (same arrays, slower).
+    download: fetch a missing file with TFF's download helper (False: a
+      missing file is a `DataError`; the programs' --no_download).
 
   Returns:
     `FederatedDataset` 'emnist': x float32 [n, 28, 28] exactly as stored
     (1.0 = background), y int32 in [0, 62) (or [0, 10)).
   """
-  path = tff_sqlite.sqlite_path(cache_dir, EMNIST_FILE)
+  path = tff_sqlite.sqlite_path(cache_dir, EMNIST_FILE, download)
   prefix = 'digits_only' if only_digits else 'all'
   splits = tff_sqlite.split_names(split, f'{prefix}_train', f'{prefix}_test')
   if via_tff:
@@ -91,8 +94,8 @@ def load_emnist(cache_dir: Optional[str] = None, only_digits: bool = False,
 
 def load_shakespeare(cache_dir: Optional[str] = None, split: str = 'all',
                      max_clients: int = 0, seq_length: int = 80,
-                     stride: int = 1,
-                     via_tff: bool = False) -> FederatedDataset:
+                     stride: int = 1, via_tff: bool = False,
+                     download: bool = True) -> FederatedDataset:
   """Federated Shakespeare from `<cache_dir>/shakespeare.sqlite` (TFF's file).
 
   Every snippet of a speaking role becomes next-character examples with
@@ -112,6 +115,8 @@ def load_shakespeare(cache_dir: Optional[str] = None, split: str = 'all',
     seq_length: characters per example.
     stride: distance between the starts of consecutive windows.
     via_tff: read through TFF's `ClientData` (same arrays, slower).
+    download: fetch a missing file with TFF's download helper (False: a
+      missing file is a `DataError`; the programs' --no_download).
 
   Returns:
     `FederatedDataset` 'shakespeare': x int32 [n, seq_length] character ids
@@ -120,7 +125,7 @@ def load_shakespeare(cache_dir: Optional[str] = None, split: str = 'all',
   if seq_length < 1 or stride < 1:
     raise DataError(f'seq_length and stride must be >= 1, got {seq_length}, '
                     f'{stride}.')
-  path = tff_sqlite.sqlite_path(cache_dir, SHAKESPEARE_FILE)
+  path = tff_sqlite.sqlite_path(cache_dir, SHAKESPEARE_FILE, download)
   splits = tff_sqlite.split_names(split, 'train', 'test')
   if via_tff:
     import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -154,7 +159,7 @@ def load_shakespeare(cache_dir: Optional[str] = None, split: str = 'all',
 
 def load_tff_cifar100(cache_dir: Optional[str] = None, split: str = 'all',
                       max_clients: int = 0,
-                      label: str = 'fine') -> FederatedDataset:
+                      label: str = 'fine', download: bool = True) -> FederatedDataset:
   """Federated CIFAR-100 from `<cache_dir>/cifar100.sqlite` (TFF's file).
 
   TFF's partition (Pachinko allocation over coarse then fine labels, see
@@ -173,6 +178,8 @@ def load_tff_cifar100(cache_dir: Optional[str] = None, split: str = 'all',
       (string) order, train clients before test clients for 'all'.
     label: 'fine' (100 classes, feature `label`) or 'coarse' (20
       superclasses, feature `coarse_label`).
+    download: fetch a missing file with TFF's download helper (False: a
+      missing file is a `DataError`; the programs' --no_download).
 
   Returns:
     `FederatedDataset` 'tff_cifar100': x float32 [n, 32, 32, 3] RGB, the
@@ -182,7 +189,7 @@ def load_tff_cifar100(cache_dir: Optional[str] = None, split: str = 'all',
   """
   if label not in ('fine', 'coarse'):
     raise DataError(f"label must be 'fine' or 'coarse', got {label!r}.")
-  path = tff_sqlite.sqlite_path(cache_dir, CIFAR100_FILE)
+  path = tff_sqlite.sqlite_path(cache_dir, CIFAR100_FILE, download)
   splits = tff_sqlite.split_names(split, 'train', 'test')
   per_client = {}
   for name in splits:

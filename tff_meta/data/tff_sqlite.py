@@ -1,10 +1,14 @@
-"""Reading TFF's SqlClientData files (TFF 0.87's `tff.simulation.datasets` downloads), offline.
+"""Reading TFF's SqlClientData files (TFF 0.87's `tff.simulation.datasets` downloads).
 
 The files hold table `examples(split_name, client_id,
 serialized_example_proto)` of serialized `tf.train.Example`s and table
-`client_metadata(client_id, split_name, num_examples)`. `sqlite_path` checks
-the file first, so a missing file raises `DataError` naming the path to place
-instead of letting TFF try a download (which fails offline).
+`client_metadata(client_id, split_name, num_examples)`. `sqlite_path` finds
+the file in the cache folder; a missing file is fetched with TFF's own download
+helper (`download`, the one TFF's loaders call) into a staging folder and moved
+into place whole, so a failed download (offline, say) leaves no partial file
+and raises `DataError` naming the URL and the folder to copy the file into.
+With `download=False` (the programs' --no_download) a missing file raises
+`DataError` naming the path to place, and nothing is fetched.
 
 `read_clients` reads in bulk: one sqlite query per split (per chunk of client
 ids when `max_clients` keeps a subset) and `tf.io.parse_example` over all
@@ -19,8 +23,14 @@ The loaders are in `tff_native` (EMNIST, Shakespeare, CIFAR-100) and
 from __future__ import annotations
 
 import collections
+import http.client
+import lzma
 import os
+import shutil
+import socket
 import sqlite3
+import sys
+import tempfile
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -38,18 +48,86 @@ def cache_folder(cache_dir: Optional[str]) -> str:
   return cache_dir if cache_dir is not None else os.path.join(os.path.expanduser('~'), '.tff')
 
 
-def sqlite_path(cache_dir: Optional[str], filename: str) -> str:
-  """The file TFF's loader reads, checked to exist (no download is tried)."""
+# Where TFF 0.87's loaders download each file (`<file>.lzma`, decompressed by TFF's download
+# helper); tests/data/test_tff_download.py checks these against the loaders' source.
+TFF_DATASETS_URL = 'https://storage.googleapis.com/tff-datasets-public/'
+DOWNLOADABLE = ('emnist_all.sqlite', 'shakespeare.sqlite', 'cifar100.sqlite',
+                'stackoverflow.sqlite')
+DOWNLOAD_TIMEOUT_S = 60.0   # a stalled connection fails instead of hanging
+
+
+def download_url(filename: str) -> str:
+  return f'{TFF_DATASETS_URL}{filename}.lzma'
+
+
+def sqlite_path(cache_dir: Optional[str], filename: str, download: bool = True) -> str:
+  """The file TFF's loader reads; a missing one is downloaded (`fetch`) unless download=False."""
   folder = cache_folder(cache_dir)
   path = os.path.join(folder, filename)
-  if not os.path.isfile(path):
+  if os.path.isfile(path):
+    return path
+  if download and filename in DOWNLOADABLE:
+    return fetch(folder, filename)
+  raise DataError(
+      f'TFF dataset file not found: {path!r} (downloading is off; folder {folder!r} '
+      f'{"exists" if os.path.isdir(folder) else "does not exist"}). Either '
+      f'run tff.simulation.datasets once on a machine with internet using '
+      f'cache_dir={folder!r}, which downloads and decompresses it there, or '
+      f'copy an existing {filename} into that folder.')
+
+
+def fetch(folder: str, filename: str) -> str:
+  """Downloads `filename` into `folder` with TFF's download helper; returns its path.
+
+  TFF's helper writes the decompressed file as it downloads, so it writes into a
+  staging folder inside `folder`, and the finished file is renamed into place.
+  Any failure removes the staging folder and the folders this call created.
+  """
+  # TFF's own download helper, the one its loaders call (imported here: TFF loads slowly).
+  from tensorflow_federated.python.simulation.datasets import download  # pylint: disable=g-import-not-at-top
+  url, path = download_url(filename), os.path.join(folder, filename)
+  created = _missing_folders(folder)
+  staging, done = None, False
+  print(f'note: {path} is missing; downloading {url} with TFF\'s download helper (decompressed '
+        f'as it arrives; the first run of a dataset takes minutes). --no_download, or [data] '
+        f'download = false in a config, turns this off.',
+        file=sys.stderr, flush=True)
+  timeout = socket.getdefaulttimeout()
+  try:
+    os.makedirs(folder, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f'.{filename}.download-', dir=folder)
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+    fetched = download.get_compressed_file(origin=url, cache_dir=staging)
+    connect(fetched).close()   # a whole sqlite file with TFF's tables, else DataError
+    os.replace(fetched, path)
+    done = True
+  except (OSError, EOFError, lzma.LZMAError, http.client.HTTPException, ValueError,
+          tf.errors.OpError, DataError) as e:
+    reason = getattr(e, 'reason', None) or getattr(e, 'message', None) or e
     raise DataError(
-        f'TFF dataset file not found: {path!r} (folder {folder!r} '
-        f'{"exists" if os.path.isdir(folder) else "does not exist"}). Either '
-        f'run tff.simulation.datasets once on a machine with internet using '
-        f'cache_dir={folder!r}, which downloads and decompresses it there, or '
-        f'copy an existing {filename} into that folder.')
+        f'could not download {url} into {folder!r} ({type(e).__name__}: {reason}). Copy '
+        f'{filename} (TFF\'s loaders keep it in ~/.tff after a download on a machine with '
+        f'internet) to {path!r}, or check the connection and run again.') from None
+  finally:
+    socket.setdefaulttimeout(timeout)
+    if staging is not None:
+      shutil.rmtree(staging, ignore_errors=True)
+    if not done:
+      for made in created:   # deepest first; only empty folders go
+        try:
+          os.rmdir(made)
+        except OSError:
+          break
   return path
+
+
+def _missing_folders(folder: str) -> List[str]:
+  """`folder` and its missing parents, deepest first: what `os.makedirs` would create."""
+  missing, current = [], os.path.abspath(folder)
+  while not os.path.isdir(current) and os.path.dirname(current) != current:
+    missing.append(current)
+    current = os.path.dirname(current)
+  return missing
 
 
 def split_names(split: str, train: str, test: str) -> Tuple[str, ...]:

@@ -190,6 +190,9 @@ def define_flags(flags) -> None:
   flags.DEFINE_string('data_path', None, 'The data folder: sets the [data] folder option of '
                       'the dataset (cache_dir for emnist, data_dir for cifar100, path for '
                       'mini_imagenet / tiered_imagenet).')
+  flags.DEFINE_bool('no_download', None, 'A TFF dataset file missing from the data folder is an '
+                    'error instead of a download with TFF\'s loader (sets [data] download = '
+                    'false; emnist only).')
 
 
 FOLDER_OPTIONS = ('path', 'data_dir', 'cache_dir')   # the sources' folder options
@@ -206,6 +209,15 @@ def with_data_path(cfg: FewRoundConfig, data_path: Optional[str], key: str) -> F
     return cfg
   data = {k: v for k, v in cfg.data.items() if k not in FOLDER_OPTIONS}
   return dataclasses.replace(cfg, data={**data, key: data_path})
+
+
+def without_download(cfg: FewRoundConfig, no_download: Optional[bool],
+                     takes_download: bool) -> FewRoundConfig:
+  """`cfg` with [data] download = false, for --no_download, where the source's loader takes
+  it (`tasks.takes_option`: the TFF sqlite source emnist)."""
+  if not (no_download and takes_download):
+    return cfg
+  return dataclasses.replace(cfg, data={**cfg.data, 'download': False})
 
 
 def overrides_from_flags(flags_values) -> Dict[str, Any]:

@@ -72,9 +72,10 @@ def _pooled_femnist(name, ds, fractions, split_seed) -> ClassSplitData:
 
 
 @CLASS_SPLIT_SOURCES.register('emnist')
-def load_femnist(fractions=(64, 16, 20), split_seed=0, cache_dir=None) -> ClassSplitData:
-  return _pooled_femnist('emnist', load_dataset('emnist', cache_dir=cache_dir), fractions,
-                         split_seed)
+def load_femnist(fractions=(64, 16, 20), split_seed=0, cache_dir=None,
+                 download=True) -> ClassSplitData:
+  return _pooled_femnist('emnist', load_dataset('emnist', cache_dir=cache_dir, download=download),
+                         fractions, split_seed)
 
 
 @CLASS_SPLIT_SOURCES.register('leaf_femnist')
@@ -124,6 +125,11 @@ def path_option(dataset: str) -> str:
   """The loader option that names `dataset`'s folder (path, data_dir or cache_dir)."""
   params = inspect.signature(CLASS_SPLIT_SOURCES.get(dataset)).parameters
   return next(k for k in ('path', 'data_dir', 'cache_dir') if k in params)
+
+
+def takes_option(dataset: str, option: str) -> bool:
+  """Whether source `dataset`'s loader has option `option` (e.g. 'download')."""
+  return option in inspect.signature(CLASS_SPLIT_SOURCES.get(dataset)).parameters
 
 
 def _client_value(support_x, support_y, query_x, query_y, num_ways):

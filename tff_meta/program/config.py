@@ -22,6 +22,7 @@ from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams, readers
 from tff_meta.algorithms import hparams as hparams_lib
 from tff_meta.core.config_file import ConfigError, coerce_value, load_toml, option, table
 from tff_meta.data import DATASETS
+from tff_meta.data.registry import takes_option
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.models import MODELS
 from tff_meta.program import config_checks, privacy
@@ -204,8 +205,12 @@ def apply_overrides(cfg: ExperimentConfig, overrides: Dict[str, Any]) -> Experim
       hp[key] = coerce_value(HPARAMS[key], value, f'--{key}')
     elif key == 'cache_dir':
       data['cache_dir'] = value
+    elif key == 'no_download':   # below, once the dataset is known
+      continue
     else:
       raise ConfigError(f'Unknown override {key!r}.')
+  if overrides.get('no_download') and takes_option(top['dataset'], 'download'):
+    data['download'] = False   # the loaders of TFF's sqlite files take `download`
   methods = {m: dict(v) for m, v in cfg.method_hparams.items()}
   for values in methods.values():   # a flag overrides every method's value too
     for key in values:
@@ -221,7 +226,11 @@ def define_flags(flags_module) -> None:
   config_file.define_flags(flags_module, [*TOP_LEVEL.values(), *HPARAMS.values()],
                            describe=lambda field: flag_help(field.name))
   flags_module.DEFINE_string('cache_dir', None, 'Overrides [data].cache_dir (TFF sqlite folder).')
+  flags_module.DEFINE_bool('no_download', None, 'A TFF dataset file missing from cache_dir is '
+                           'an error instead of a download with TFF\'s loader (sets [data] '
+                           'download = false).')
 
 
 def overrides_from_flags(flag_values) -> Dict[str, Any]:
-  return config_file.overrides_from_flags(flag_values, [*TOP_LEVEL, *HPARAMS, 'cache_dir'])
+  return config_file.overrides_from_flags(flag_values,
+                                          [*TOP_LEVEL, *HPARAMS, 'cache_dir', 'no_download'])

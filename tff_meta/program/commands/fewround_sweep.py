@@ -91,6 +91,10 @@ def main(argv):
     for method in cfg.methods:
       baselines.METHODS.get(method)
     cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
+    cfg = config_lib.without_download(cfg, FLAGS.no_download,
+                                      tasks.takes_option(cfg.dataset, 'download'))
+    cfg = config_lib.without_download(cfg, FLAGS.no_download,
+                                      tasks.takes_option(cfg.dataset, 'download'))
     if not FLAGS.output_dir:
       cfg = dataclasses.replace(cfg, output_dir=os.path.join(
           'runs', cfg.name + '_sweep'))

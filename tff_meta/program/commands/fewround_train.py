@@ -37,6 +37,8 @@ def main(argv):
     for method in cfg.methods:
       baselines.METHODS.get(method)
     cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
+    cfg = config_lib.without_download(cfg, FLAGS.no_download,
+                                      tasks.takes_option(cfg.dataset, 'download'))
     cfg.validate()
     out = cfg.resolved_output_dir()
     files.require_folder(out)
