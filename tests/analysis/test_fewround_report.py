@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO
 from tff_meta.core import run_folder
-from tff_meta.analysis import fewround_report
+from tff_meta.analysis import fewround_figures, fewround_report
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment
 
@@ -107,8 +107,8 @@ def test_a_method_has_one_color_in_every_panel(runs, monkeypatch):
   _write(runs / 'noniid' / 'seed0', ('frl_distance_gpal',), 0, iid=False)
   entries, _ = fewround_report.group(fewround_report.find_runs([str(runs)]))
   figures = []
-  monkeypatch.setattr(fewround_report, '_save', lambda fig, plt, path: figures.append(fig))
-  fewround_report.plot(entries, fewround_report.entry_rows(entries), str(runs / 'out'))
+  monkeypatch.setattr(fewround_figures, '_save', lambda fig, plt, path: figures.append(fig))
+  fewround_figures.plot(entries, fewround_report.entry_rows(entries), str(runs / 'out'))
   [fig] = figures
   by_panel = []
   for ax in fig.axes:
@@ -146,14 +146,14 @@ def test_meta_training_table_gives_window_means_of_metrics_csv(runs):
   lines += [f'{i},{i / 10},{1 + i / 100},{0.5},{i}' for i in range(1, 11)]
   (folder / run_folder.METRICS_FILE).write_text('\n'.join(lines) + '\n')
   entries, _ = fewround_report.group(fewround_report.find_runs([str(runs)]))
-  md = fewround_report.meta_training_markdown(entries, windows=5)
+  md = fewround_figures.meta_training_markdown(entries, windows=5)
   table = md.split('### frl_distance_gpal, seed 0')[1]
   assert 'seed 1' not in md   # seed 1 logged nothing
   # window k holds episodes 2k-1 and 2k: means (2k - 0.5) / 10, 1 + (2k - 0.5) / 100, 0.5, 2k - 0.5
   for k in range(1, 6):
     m = 2 * k - 0.5
     assert f'| {2 * k - 1}-{2 * k} | {m / 10:.3f} | {1 + m / 100:.3f} | 0.500 | {m:.3f} |' in table
-  assert fewround_report.window_means(np.arange(7.0), 3) == [(1, 2, 0.5), (3, 5, 3.0), (6, 7, 5.5)]
+  assert fewround_figures.window_means(np.arange(7.0), 3) == [(1, 2, 0.5), (3, 5, 3.0), (6, 7, 5.5)]
 
 
 def test_duplicate_seed_is_noted(runs):

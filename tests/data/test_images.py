@@ -9,7 +9,7 @@ import struct
 import numpy as np
 import pytest
 
-from tff_meta.data import images
+from tff_meta.data import image_files, images
 from tff_meta.data import load_dataset
 from tff_meta.data.types import DataError
 
@@ -131,7 +131,7 @@ def test_malformed_idx_names_the_file(tmp_path):
     images.load_centralized('mnist', str(tmp_path), split='train')
   labels.write_bytes(good[:6])
   with pytest.raises(DataError, match='truncated IDX header'):
-    images.read_idx(str(labels))
+    image_files.read_idx(str(labels))
   bad = good[:-1] + bytes([10])  # label 10 is out of [0, 10)
   labels.write_bytes(bad)
   with pytest.raises(DataError, match=r'train-labels-idx1-ubyte: label 10 .*\[0, 10\)'):

@@ -41,26 +41,22 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.core import provenance
+from tff_meta.core import provenance, run_folder
 from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
-from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save, method_colors
-from tff_meta.analysis.figures import method_linestyles
+from tff_meta.analysis.fewround_figures import meta_training_markdown, plot
 from tff_meta.analysis.tables import markdown_table, write_csv
 from tff_meta.core.files import write_text
-from tff_meta.core.run_folder import METRICS_FILE, RESULTS_FILE, RunFolderError, read_by_key
+from tff_meta.core.run_folder import RESULTS_FILE, RunFolderError
 
 REFERENCE = 'finetune_fedavg'   # Park et al. Table 1's main baseline
 Z95 = 1.959963984540054
-SMOOTH_EPISODES = 50            # rolling window of the meta-training curves
-META_WINDOWS = 5                # parts of a run in the meta-training table
 # Config keys that name the setting (the task every method is scored on).
 SETTING_KEYS = ('dataset', 'n_way', 'num_clients', 'iid', 'examples_per_class', 'rounds',
                 'eval_part', 'class_split')
 # Keys that do not change what a method learns or how it is scored.
 _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'methods', 'checkpoint_every',
                                'test_rounds', 'test_episodes', 'data', *SETTING_KEYS})
-_SKIP_DIRS = frozenset({'checkpoints', 'tensorboard'})
 
 
 @dataclasses.dataclass
@@ -140,20 +136,12 @@ def read_run(folder: str) -> Optional[FewRoundRun]:
 def find_runs(roots: Sequence[str], skip: Iterable[str] = ()) -> List[FewRoundRun]:
   """Every few-round run folder under `roots` (searched recursively), sorted by path;
   `skip`: real paths of folders not to look into (another task's runs)."""
-  skip = set(skip)
   runs = []
-  for root in roots:
-    if not os.path.isdir(root):
-      raise RunFolderError(f'--runs: {root} is not a folder')
-    for dirpath, dirnames, filenames in os.walk(root):
-      dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-      if os.path.realpath(dirpath) in skip:
-        dirnames[:] = []
-        continue
-      if RESULTS_FILE in filenames:
-        run = read_run(dirpath)
-        if run is not None:
-          runs.append(run)
+  for dirpath, _, filenames in run_folder.walk(roots, skip):
+    if RESULTS_FILE in filenames:
+      run = read_run(dirpath)
+      if run is not None:
+        runs.append(run)
   return sorted(runs, key=lambda r: r.path)
 
 
@@ -308,121 +296,6 @@ def markdown(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], reference
              cell.get((m, last), {}).get('vs_reference_per_seed', '—')] for m in methods]
     lines += [markdown_table(header, body), '']
   return '\n'.join(lines)
-
-
-def read_meta_curve(run: FewRoundRun, method: str, column: str = 'query_accuracy'
-                    ) -> Optional[np.ndarray]:
-  """Per-episode `column` of `method`'s meta-training in `run` (metrics.csv; the last row of
-  an episode wins), or None when it has none."""
-  by_episode = read_by_key(os.path.join(run.path, method, METRICS_FILE), 'episode', column)
-  if not by_episode:
-    return None
-  n = max(by_episode)
-  return np.array([by_episode.get(i, np.nan) for i in range(1, n + 1)])
-
-
-def window_means(curve: np.ndarray, windows: int) -> List[Tuple[int, int, float]]:
-  """(first, last episode, mean) of `curve` (episode 1 first) in `windows` equal parts."""
-  edges = np.linspace(0, len(curve), windows + 1).round().astype(int)
-  return [(int(a) + 1, int(b), float(np.nanmean(curve[a:b])))
-          for a, b in zip(edges[:-1], edges[1:]) if b > a]
-
-
-def meta_training_markdown(entries: Sequence[Entry], windows: int = META_WINDOWS) -> Optional[str]:
-  """Per seed of each meta-trained method: its meta-train query accuracy and Eq. 4's support
-  loss at the start of each round (round 0: at phi itself) in `windows` equal parts of the run.
-
-  A support loss near ln(n_way) at phi (1.61 for 5 ways) is a near-uniform prediction: the
-  embedding's distances have shrunk, and the local steps start from there (docs/RESULTS.md).
-  """
-  lines = []
-  for e in entries:
-    for run, row in e.members:
-      query = read_meta_curve(run, row['method'])
-      if query is None:
-        continue
-      rounds = int(run.config.get('rounds', 0))
-      columns = [('meta-train query accuracy', query)] + [
-          (f'support loss at round {r}' + (' (at φ)' if r == 0 else ''),
-           read_meta_curve(run, row['method'], f'support_loss_round{r}')) for r in range(rounds)]
-      columns = [(name, c) for name, c in columns if c is not None]
-      parts = window_means(query, windows)
-      header = ['episodes', *[name for name, _ in columns]]
-      body = [[f'{a}-{b}', *[f'{window_means(c, windows)[i][2]:.3f}' for _, c in columns]]
-              for i, (a, b, _) in enumerate(parts)]
-      lines += [f'### {e.method}, seed {run.seed} ({e.setting.label})', '',
-                markdown_table(header, body), '']
-  if not lines:
-    return None
-  return '\n'.join(['## Meta-training, per seed', '',
-                    f'Means over {windows} equal parts of each run\'s episodes (metrics.csv): '
-                    'the meta-train query accuracy before the meta-step, and Eq. 4\'s support '
-                    'loss at the start of each round (round 0 is φ itself; ln 5 = 1.61 is a '
-                    'uniform 5-way prediction).', '', *lines])
-
-
-def _rolling(x: np.ndarray, window: int) -> np.ndarray:
-  out = np.full(len(x), np.nan)
-  for i in range(len(x)):
-    part = x[max(0, i - window + 1):i + 1]
-    if np.isfinite(part).any():
-      out[i] = np.nanmean(part)
-  return out
-
-
-def _seeds(n: int) -> str:
-  return f'{n} seed' + ('' if n == 1 else 's')
-
-
-def plot(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], output_dir: str) -> List[str]:
-  """accuracy_by_rounds.png and, when any method logged meta-training, meta_training.png."""
-  plt = _pyplot()
-  settings = sorted({e.setting for e in entries})
-  written = []
-  most = max(sum(e.setting == s for e in entries) for s in settings)
-  methods = sorted({e.method for e in entries})   # one color per method across the panels
-  colors, styles = method_colors(methods), method_linestyles(methods)
-  fig, axes = _panels(plt, len(settings), most)
-  for ax, setting in zip(axes.flat, settings):
-    for e in (e for e in entries if e.setting == setting):
-      rs = [r for r in rows if r['setting'] == setting.label and r['method'] == e.method]
-      ax.errorbar([r['R'] for r in rs], [r['accuracy'] for r in rs],
-                  yerr=[r['std_over_seeds'] for r in rs], marker='o', capsize=3,
-                  color=colors[e.method], linestyle=styles[e.method],
-                  label=f'{e.method} ({_seeds(len(e.members))})')
-    ax.set(title=setting.label, xlabel='R (rounds of FL at deployment)',
-           ylabel='test accuracy % (mean ± std over seeds)',
-           xticks=sorted({r['R'] for r in rows if r['setting'] == setting.label}))
-    ax.title.set_fontsize(9)
-    _legend(ax, most)
-  path = os.path.join(output_dir, 'accuracy_by_rounds.png')
-  _save(fig, plt, path)
-  written.append(path)
-
-  curves = {}
-  for e in entries:
-    cs = [c for c in (read_meta_curve(run, row['method']) for run, row in e.members)
-          if c is not None]
-    if cs:
-      n = min(len(c) for c in cs)
-      curves[(e.setting, e.method)] = (np.nanmean([_rolling(c[:n], SMOOTH_EPISODES) for c in cs],
-                                                  axis=0), len(cs))
-  if curves:
-    csettings = sorted({s for s, _ in curves})
-    fig, axes = _panels(plt, len(csettings), most)
-    for ax, setting in zip(axes.flat, csettings):
-      for (s, method), (curve, n) in curves.items():
-        if s == setting:
-          ax.plot(np.arange(1, len(curve) + 1), 100 * curve, color=colors[method],
-                  linestyle=styles[method], label=f'{method} ({_seeds(n)})')
-      ax.set(title=setting.label, xlabel='meta-training episode',
-             ylabel=f'meta-train query accuracy % ({SMOOTH_EPISODES}-episode mean)')
-      ax.title.set_fontsize(9)
-      _legend(ax, most)
-    path = os.path.join(output_dir, 'meta_training.png')
-    _save(fig, plt, path)
-    written.append(path)
-  return written
 
 
 def pretraining_groups(runs: Sequence[FewRoundRun], described: Optional[Described] = None

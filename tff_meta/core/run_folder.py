@@ -309,6 +309,22 @@ def load_run(folder: str) -> Run:
              client_accuracies=clients, cum_bytes=cum_bytes, cum_flops=cum_flops)
 
 
+def walk(roots: Iterable[str], skip: Iterable[str] = ()):
+  """(dirpath, dirnames, filenames) under every root, sorted, without checkpoints/ and
+  tensorboard/, and without the folders whose real path is in `skip` (nor their insides);
+  `dirnames` may be cleared by the caller to prune. A root that is not a folder is an error."""
+  skip = set(skip)
+  for root in roots:
+    if not os.path.isdir(root):
+      raise RunFolderError(f'--runs: {root} is not a folder')
+    for dirpath, dirnames, filenames in os.walk(root):
+      dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+      if os.path.realpath(dirpath) in skip:
+        dirnames[:] = []
+        continue
+      yield dirpath, dirnames, filenames
+
+
 def find_run_folders(roots: Iterable[str], skip: Iterable[str] = ()) -> Tuple[List[str], List[str]]:
   """(run folders, unfinished folders) under `roots`, searched recursively.
 
@@ -317,25 +333,18 @@ def find_run_folders(roots: Iterable[str], skip: Iterable[str] = ()) -> Tuple[Li
   unfinished and left out. results.json without config.toml is an error.
   `skip`: real paths of folders (another task's runs) not to look into.
   """
-  found, unfinished, seen = [], [], set(skip)
-  for root in roots:
-    if not os.path.isdir(root):
-      raise RunFolderError(f'--runs: {root} is not a folder')
-    for dirpath, dirnames, filenames in os.walk(root):
-      dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-      if os.path.realpath(dirpath) in seen:
-        dirnames[:] = []
-        continue
-      has_results, has_config = RESULTS_FILE in filenames, CONFIG_FILE in filenames
-      if not (has_results or has_config):
-        continue
-      dirnames[:] = []    # a run folder holds no other runs
-      if has_results and not has_config:
-        raise _folder_error(dirpath, CONFIG_FILE,
-                            f'missing (the folder has {RESULTS_FILE}, so it looks like a run)')
-      real = os.path.realpath(dirpath)
-      if real in seen:
-        continue
-      seen.add(real)
-      (found if has_results else unfinished).append(dirpath)
+  found, unfinished, seen = [], [], set()
+  for dirpath, dirnames, filenames in walk(roots, skip):
+    has_results, has_config = RESULTS_FILE in filenames, CONFIG_FILE in filenames
+    if not (has_results or has_config):
+      continue
+    dirnames[:] = []    # a run folder holds no other runs
+    if has_results and not has_config:
+      raise _folder_error(dirpath, CONFIG_FILE,
+                          f'missing (the folder has {RESULTS_FILE}, so it looks like a run)')
+    real = os.path.realpath(dirpath)
+    if real in seen:
+      continue
+    seen.add(real)
+    (found if has_results else unfinished).append(dirpath)
   return found, unfinished

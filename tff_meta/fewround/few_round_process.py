@@ -59,11 +59,6 @@ class FewRoundProcess(tff.templates.IterativeProcess):
                evaluate: tff.Computation, start_weights: tff.Computation,
                hparams: Any, model: Any):
     super().__init__(initialize, next_fn)
-    self.start = start
-    self.round = round_fn
-    self.meta_update = meta_update
-    self.refresh = refresh
-    self.evaluate = evaluate
-    self.start_weights = start_weights
-    self.hparams = hparams
-    self.model = model
+    self.start, self.round, self.meta_update, self.refresh = start, round_fn, meta_update, refresh
+    self.evaluate, self.start_weights = evaluate, start_weights
+    self.hparams, self.model = hparams, model
