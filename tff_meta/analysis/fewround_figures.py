@@ -9,7 +9,7 @@ calls these; like the rest of `tff_meta.analysis`, no TensorFlow.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -18,9 +18,7 @@ from tff_meta.analysis.figures import method_linestyles
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.core.run_folder import METRICS_FILE, read_by_key
 
-if TYPE_CHECKING:
-  from tff_meta.analysis.fewround_report import Entry, FewRoundRun
-
+# `Entry` and `FewRoundRun` in the annotations are fewround_report's (not imported: a cycle).
 SMOOTH_EPISODES = 50            # rolling window of the meta-training curves
 META_WINDOWS = 5                # parts of a run in the meta-training table
 
