@@ -22,6 +22,14 @@ The writers take the names from here and so does the reader below
 (`load_run`, `find_run_folders`), which `tff_meta.analysis` builds its reports
 on. This module imports neither TensorFlow nor TFF, so the analysis stays
 light.
+
+Resuming into a folder (`claim_for_resume`, called by the three writers)
+first compares the settings with the folder's saved config.toml: a setting
+that changes what is computed and differs stops the run with one error line
+naming each key (old -> new) before anything in the folder changes. Each
+config module declares the keys that only change how a run executes
+(`EXECUTION_ONLY` next to its dataclass); every other key, a new one
+included, must be equal.
 """
 
 from __future__ import annotations
@@ -29,11 +37,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import math
 import os
 import tomllib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
+
+from tff_meta.program import files
 
 CONFIG_FILE = 'config.toml'
 METRICS_FILE = 'metrics.csv'
@@ -335,3 +346,104 @@ def find_run_folders(roots: Iterable[str]) -> Tuple[List[str], List[str]]:
       seen.add(real)
       (found if has_results else unfinished).append(dirpath)
   return found, unfinished
+
+
+# --------------------------------------------------------------------------- resuming a folder
+
+class _Absent:
+  def __repr__(self) -> str:
+    return '(absent)'
+
+
+_ABSENT = _Absent()   # a key one of the two configs lacks (and no default names)
+
+
+def flatten_settings(config: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
+  """A config as TOML reads it, with its tables' keys dotted: {'hparams': {'inner_lr': 0.1}}
+  -> {'hparams.inner_lr': 0.1}."""
+  flat = {}
+  for key, value in config.items():
+    if isinstance(value, Mapping):
+      flat.update(flatten_settings(value, f'{prefix}{key}.'))
+    else:
+      flat[f'{prefix}{key}'] = value
+  return flat
+
+
+def _covered(key: str, keys: Iterable[str]) -> bool:
+  """Whether dotted `key` is one of `keys` or inside one of their tables."""
+  return any(key == k or key.startswith(k + '.') for k in keys)
+
+
+def _same(a: Any, b: Any) -> bool:
+  if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+    return True
+  return a == b
+
+
+def settings_changes(saved: Mapping[str, Any], current: Mapping[str, Any], *,
+                     may_differ: Iterable[str], may_grow: Iterable[str] = (),
+                     defaults: Optional[Mapping[str, Any]] = None,
+                     renamed: Optional[Mapping[str, str]] = None) -> List[str]:
+  """'key: old -> new' for each setting in which `current` differs from `saved` (both as TOML
+  reads them, tables nested), sorted by key.
+
+  Keys in `may_differ` (or inside those tables) are not compared; a key in `may_grow` may take
+  a larger number (more rounds extend a run), not a smaller one. A key `saved` lacks (a config
+  written before the key existed) counts as its value in `defaults` (a config of defaults,
+  nested the same way); `renamed` maps old top-level names in `saved` to the current ones. A
+  saved top-level key that `current` does not have (dropped from the schema) is ignored.
+  """
+  renamed = renamed or {}
+  old = flatten_settings({renamed.get(k, k): v for k, v in saved.items()})
+  new = flatten_settings(current)
+  default = flatten_settings(defaults or {})
+  may_differ, may_grow = tuple(may_differ), frozenset(may_grow)
+  changes = []
+  for key in sorted(set(old) | set(new)):
+    if key.split('.')[0] not in current or _covered(key, may_differ):
+      continue
+    before = old.get(key, default.get(key, _ABSENT))
+    after = new.get(key, default.get(key, _ABSENT))
+    if _same(before, after):
+      continue
+    growing = key in may_grow
+    if growing and all(isinstance(v, (int, float)) for v in (before, after)) and after > before:
+      continue
+    changes.append(f'{key}: {before!r} -> {after!r}' + (' (it may only grow)' if growing else ''))
+  return changes
+
+
+def check_resume(folder: str, current: Mapping[str, Any], **rules) -> None:
+  """Refuses to resume into `folder` if its config.toml holds other settings than `current`.
+
+  `current` is the run's config as TOML reads it back (what it saves as config.toml);
+  `rules` are `settings_changes`' (may_differ, may_grow, defaults, renamed). Without a saved
+  config.toml (a new folder) there is nothing to compare. A RunFolderError names every key
+  that differs, old -> new, and the fixes; it is raised before the folder is written.
+  """
+  path = os.path.join(folder, CONFIG_FILE)
+  if not os.path.isfile(path):
+    return
+  try:
+    with open(path, 'rb') as f:
+      saved = tomllib.load(f)
+  except (OSError, ValueError) as e:   # TOMLDecodeError and UnicodeDecodeError are ValueErrors
+    raise RunFolderError(
+        f'{path} (the settings of the run in {folder}) cannot be read ({short_error(e)}); '
+        f'restore it, use a new --output_dir, or delete {folder} to start over.') from None
+  changes = settings_changes(saved, current, **rules)
+  if changes:
+    raise RunFolderError(
+        f'{folder} holds a run with other settings, which change what it computes: '
+        f'{"; ".join(changes)}. Resuming would mix two runs. Rerun with the settings of {path}, '
+        f'use a new --output_dir, or delete {folder} to start over.')
+
+
+def claim_for_resume(folder: str, current: Mapping[str, Any], **rules) -> None:
+  """`check_resume`, then `files.claim_folder` (one writer at a time), then `check_resume`
+  again: a refused command leaves the folder as it was (its .lock file too), and the second
+  check sees a config.toml that another run wrote in between."""
+  check_resume(folder, current, **rules)
+  files.claim_folder(folder)
+  check_resume(folder, current, **rules)

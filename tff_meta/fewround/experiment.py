@@ -20,12 +20,12 @@ import tomllib
 
 import tensorflow_federated as tff
 
-from tff_meta import config_file, provenance
+from tff_meta import config_file, provenance, run_folder
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
-from tff_meta.fewround.config import FewRoundConfig, toml_defaults
-from tff_meta.program import checkpoints, files
-from tff_meta.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
+from tff_meta.fewround.config import resume_rules, toml_defaults
+from tff_meta.program import files
+from tff_meta.run_folder import CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
 
 
 def table(cfg, rows) -> str:
@@ -36,31 +36,17 @@ def table(cfg, rows) -> str:
         row['info'].get('communication_rounds', 0), f"{row['seconds']:.0f}"] for row in rows])
 
 
-# Config keys a resumed run may change: they do not enter the checkpointed state
-# (meta-training and pre-training sample episode i from (seed, stream, i)).
-# More `episodes` extends a run; [data] may name another copy of the same data.
-RESUMABLE_CHANGES = ('name', 'episodes', 'test_rounds', 'test_episodes', 'eval_part', 'methods',
-                     'output_dir', 'checkpoint_every', 'test_prototypes', 'select_every',
-                     'select_episodes')
-
-
 def prepare_output(cfg, out: str) -> None:
-  """Refuses to resume another configuration's checkpoints, then saves config.toml.
+  """Refuses to resume a run of other settings (`config.resume_rules`), then saves config.toml.
 
   Each preparing stage keeps its checkpoints in <out>/<stage>/checkpoints
   (`baselines.Context.run_dir`); the config they were written with is
   <out>/config.toml. A config.toml that has a key's old name
   (`FewRoundConfig.RENAMED`, e.g. meta_lr) holds the same setting.
   """
-  files.claim_folder(out)   # one writer at a time; before its checkpoints are read
-  current = tomllib.loads(config_file.to_toml(cfg))
-  keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
-  for stage in sorted(os.listdir(out)):   # claim_folder made it
-    if os.path.isdir(os.path.join(out, stage, CHECKPOINTS_DIR)):
-      checkpoints.check_same_run(os.path.join(out, stage), keys, current,
-                                 config_file=os.path.join(os.pardir, CONFIG_FILE),
-                                 renamed=FewRoundConfig.RENAMED)
-  files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
+  saved = config_file.to_toml(cfg)
+  run_folder.claim_for_resume(out, tomllib.loads(saved), **resume_rules())
+  files.write_text(os.path.join(out, CONFIG_FILE), saved)
   provenance.record(out)   # each stage resumes on its own: the start is left blank
 
 

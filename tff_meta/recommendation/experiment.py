@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow_federated as tff
 from absl import logging
 
-from tff_meta import config_file, provenance
+from tff_meta import config_file, provenance, run_folder
 from tff_meta.program import files
 from tff_meta.recommendation import config as config_lib
 from tff_meta.recommendation import movielens_task, service_task
@@ -77,9 +78,12 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   task = TASKS.get(cfg.task)
   out = cfg.resolved_output_dir()
   files.require_folder(out)
+  saved = config_file.to_toml(cfg)
+  run_folder.check_resume(out, tomllib.loads(saved), **config_lib.resume_rules())
   data = task.prepare(cfg)   # bad data stops the run before it writes anything
-  files.claim_folder(out)   # creates it; one writer at a time
-  files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
+  # Creates the folder; one writer at a time; a folder of other settings is refused unchanged.
+  run_folder.claim_for_resume(out, tomllib.loads(saved), **config_lib.resume_rules())
+  files.write_text(os.path.join(out, CONFIG_FILE), saved)
   provenance.record(out)
   logging.info('%s', data.summary())
   rows, curves, references = [], {}, {}
