@@ -9,6 +9,7 @@ changed (bytes equal). The programs run through `program_runner` (`program_clien
 as plain `python -m` subprocesses.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -283,9 +284,9 @@ def test_damaged_run_folder(runner, trained, tmp_path, case):
 
 
 @pytest.mark.parametrize('args, expect', [
-    (['--algorithm=fedavg_meta'], "algorithm='fedavg'"),           # same state structure
-    (['--algorithm=fedmeta_maml'], "algorithm='fedavg'"),
-    (['--algorithm=fedavg', '--model=logistic_regression'], "model='mlp'"),
+    (['--algorithm=fedavg_meta'], "algorithm: 'fedavg' -> 'fedavg_meta'"),   # same state structure
+    (['--algorithm=fedmeta_maml'], "algorithm: 'fedavg' -> 'fedmeta_maml'"),
+    (['--algorithm=fedavg', '--model=logistic_regression'], "model: 'mlp' -> 'logistic_regression'"),
 ])
 def test_run_folder_of_another_configuration(runner, trained, tmp_path, args, expect):
   out = tmp_path / 'run'
@@ -295,6 +296,46 @@ def test_run_folder_of_another_configuration(runner, trained, tmp_path, args, ex
   proc = runner.run('programs.train', *TRAIN, f'--config={cfg}', '--rounds=3', *args,
                     f'--output_dir={out}')
   assert_clean_error(proc, expect, before)
+
+
+def _hashes(folder):
+  """path -> sha256 of every file under `folder`, its .lock included."""
+  out = {}
+  for root, _, names in os.walk(folder):
+    for name in names:
+      with open(os.path.join(root, name), 'rb') as f:
+        out[os.path.join(root, name)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+@pytest.mark.parametrize('args, expect', [
+    (['--seed=7'], 'seed: 0 -> 7'),   # resumed, scored on other test clients, overwrote the files
+    (['--rounds=1'], 'rounds: 2 -> 1 (it may only grow)'),
+    (['--eval_every=2', '--client_lr=0.05'], 'eval_every: 1 -> 2; hparams.client_lr: 0.3 -> 0.05'),
+    (['--support_fraction=0.3', '--resample_support=true'],
+     'resample_support: False -> True; support_fraction: 0.2 -> 0.3'),
+])
+def test_rerun_with_other_settings_is_refused_unchanged(runner, trained, tmp_path, args, expect):
+  """A finished run's folder, rerun with settings that change what it computes: one error
+  line naming each key (old -> new), every file's bytes as they were (.lock too)."""
+  out = tmp_path / 'run'
+  shutil.copytree(trained, out)
+  before = _hashes(out)
+  proc = runner.run('programs.train', *TRAIN, '--algorithm=fedavg', *args, f'--output_dir={out}')
+  line = assert_clean_error(proc, expect)
+  assert f'{out} holds a run with other settings' in line and 'use a new --output_dir' in line
+  assert _hashes(out) == before
+
+
+def test_rerun_may_change_how_it_runs(runner, trained, tmp_path):
+  """Settings of how a run executes may differ; more rounds extend it."""
+  out = tmp_path / 'run'
+  shutil.copytree(trained, out)
+  proc = runner.run('programs.train', *TRAIN, '--algorithm=fedavg', '--rounds=3',
+                    '--checkpoint_every=2', '--resident_state=false', '--name=other',
+                    '--max_concurrent_calls=2', '--local_workers=1', f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'Resuming FedAvg from round 2' in proc.stderr
 
 
 def test_run_folder_in_use_by_another_run(runner, trained, tmp_path):
