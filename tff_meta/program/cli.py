@@ -103,14 +103,14 @@ def describe_os_error(error: OSError) -> str:
 _ENVIRONMENT = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 _RESUME_ELSEWHERE = ('then rerun the same command: it resumes from the last checkpoint (or copy '
                      'the output folder to a disk with room and rerun with --output_dir there)')
+_PERMISSION = ('you lack the permission; fix the permissions of that path, or (to write) give '
+               'an --output_dir you can write')
 _ENVIRONMENT_FIX = {
     errno.ENOSPC: f'the disk is full; free space, {_RESUME_ELSEWHERE}',
     errno.EDQUOT: f'your disk quota is used up; free space, {_RESUME_ELSEWHERE}',
     errno.EROFS: 'the file system is read-only; give an --output_dir on a writable disk',
-    errno.EACCES: 'you may not write there; give an --output_dir you can write, or fix its '
-                  'permissions',
-    errno.EPERM: 'you may not write there; give an --output_dir you can write, or fix its '
-                 'permissions',
+    errno.EACCES: _PERMISSION,
+    errno.EPERM: _PERMISSION,
 }
 _MEMORY = re.compile(r'\bOOM when allocating|out of memory|std::bad_alloc|'
                      + re.escape(os.strerror(errno.ENOMEM)), re.IGNORECASE)
@@ -129,12 +129,14 @@ def _chain(error: BaseException):
 
 
 def _where(path: str = '') -> str:
-  """'<path> (output folder <f>)', or the output folders when the error names no path."""
+  """'<path> (output folder <f>)', or, when the error names no path, the output folder the
+  program claimed last (the one it is writing)."""
   folders = files.claimed_folders()
-  inside = [f for f in folders if path and os.path.abspath(path).startswith(f + os.sep)]
   if path:
-    return f'{path} (output folder {inside[0]})' if inside else path
-  return ('output folder ' + ', '.join(folders)) if folders else ''
+    real = os.path.realpath(path)
+    inside = [f for f in folders if real.startswith(f + os.sep)]
+    return f'{path} (output folder {inside[-1]})' if inside else path
+  return f'output folder {folders[-1]}' if folders else ''
 
 
 def environment_error(error: BaseException) -> Optional[str]:
