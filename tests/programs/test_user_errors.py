@@ -338,6 +338,48 @@ def test_rerun_may_change_how_it_runs(runner, trained, tmp_path):
   assert 'Resuming FedAvg from round 2' in proc.stderr
 
 
+FULL_DISK_AT_ROUND_2 = """
+import runpy, sys
+import tensorflow as tf
+import tensorflow_federated as tff
+save = tff.program.FileProgramStateManager.save
+async def full_disk_at_round_2(self, state, version):
+  if version == 2:   # TensorFlow's own error for a full disk while it saves a checkpoint
+    raise tf.errors.ResourceExhaustedError(None, None, (
+        f'{self._root_dir}/program_state_2_temp/variables/variables.data-00000-of-00001'
+        '.tempstate1; No space left on device [Op:SaveV2]'))
+  return await save(self, state, version)
+tff.program.FileProgramStateManager.save = full_disk_at_round_2
+sys.argv = ['train', *sys.argv[1:]]
+runpy.run_module('programs.train', run_name='__main__', alter_sys=True)
+"""
+
+
+def test_full_disk_is_named_and_the_run_resumes_on_another_disk(trained, tmp_path):
+  """The disk fills while the round-2 checkpoint is saved: one error line naming the full disk,
+  the file and the folder, exit 1; the folder moved to a disk with room resumes from round 1
+  and ends with the uninterrupted run's results."""
+  out = tmp_path / 'full' / 'run'
+  proc = subprocess.run([sys.executable, '-c', FULL_DISK_AT_ROUND_2, *TRAIN, '--algorithm=fedavg',
+                         f'--output_dir={out}'], cwd=REPO, env=program_env(), capture_output=True,
+                        text=True, timeout=600)
+  line = assert_clean_error(proc, 'No space left on device (ResourceExhaustedError); the disk is '
+                            'full; free space, then rerun the same command')
+  assert f'{out}/checkpoints/program_state_2_temp' in line and f'(output folder {out})' in line
+  assert proc.returncode == 1
+  roomy = tmp_path / 'roomy' / 'run'
+  shutil.copytree(out, roomy)
+  proc = subprocess.run([sys.executable, '-m', 'programs.train', *TRAIN, '--algorithm=fedavg',
+                         f'--output_dir={roomy}'], cwd=REPO, env=program_env(),
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'Resuming FedAvg from round 1' in proc.stderr
+  got, want = (json.loads((d / 'results.json').read_text()) for d in (roomy, trained))
+  assert got['test_client_accuracies'] == want['test_client_accuracies']
+  scores = lambda history: [{k: v for k, v in h.items() if k != 'worker_rss_mb'} for h in history]
+  assert scores(got['history']) == scores(want['history'])
+
+
 def test_run_folder_in_use_by_another_run(runner, trained, tmp_path):
   """A second writer of one run folder (the resume command started twice) stops at once."""
   out = tmp_path / 'run'
