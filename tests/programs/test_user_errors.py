@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import FIXTURES, REPO
 from tests.helpers import folder_held_by_another_run, program_env
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
@@ -121,6 +121,15 @@ def test_bad_flag(runner, tmp_path, case):
 
 
 # --------------------------------------------------------------------------- output paths
+
+def test_more_clients_per_round_than_training_clients(runner, tmp_path):
+  """Refused before anything is written, not silently capped (digits: 80 training clients)."""
+  proc = runner.run('programs.train', *TRAIN, '--clients_per_round=81',
+                    f'--output_dir={tmp_path}/o')
+  assert_clean_error(proc, 'clients_per_round = 81 is more than the 80 training clients of '
+                     'digits')
+  assert not os.path.exists(tmp_path / 'o')
+
 
 def test_output_dir_is_a_file(runner, tmp_path):
   out = write(str(tmp_path / 'out'), 'precious')
@@ -523,10 +532,17 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
     (['--methods=nope'], 'nope'), (['--config=/nonexistent.toml'], 'does not exist'),
     ([f'--data_path=/nonexistent/leaf'], '/nonexistent/leaf'), (['--test_rounds=0'], 'test_rounds'),
     (['--n_way=abc'], 'n_way'),
-    (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001')])
+    (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001'),
+    # Requests the class split cannot meet (FEMNIST-62 as 40 / 10 / 12 classes), before any write.
+    (['--n_way=13', '--examples_per_class=6', f'--data_path={FIXTURES}/tff'],
+     'n_way = 13 needs 13 classes per episode, but the test part'),
+    (['--n_way=11', '--select_every=50', '--examples_per_class=6', f'--data_path={FIXTURES}/tff'],
+     'but the validation part'),
+    (['--examples_per_class=8', f'--data_path={FIXTURES}/tff'], 'examples_per_class = 8, but')])
 def test_few_round_bad_inputs(runner, tmp_path, args, expect):
   proc = runner.run('programs.few_round', f'--config={FEW}', *args, f'--output_dir={tmp_path}/o')
   assert_clean_error(proc, expect)
+  assert not os.path.exists(tmp_path / 'o')   # refused before the run folder is made
 
 
 @pytest.mark.parametrize('args, expect', [

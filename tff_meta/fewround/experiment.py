@@ -18,9 +18,11 @@ import os
 import time
 import tomllib
 
+import numpy as np
 import tensorflow_federated as tff
 
 from tff_meta import config_file, provenance, run_folder
+from tff_meta.config_file import ConfigError
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
 from tff_meta.fewround.config import resume_rules, toml_defaults
@@ -54,7 +56,32 @@ def load_data(cfg):
   data = tasks.load_class_split(cfg.dataset, cfg.class_split, cfg.seed, **cfg.data)
   print(f'{data.description}; classes per part: '
         f'{ {k: len(v) for k, v in data.classes.items()} }', flush=True)
+  check_request(cfg, data)
   return data
+
+
+def check_request(cfg, data) -> None:
+  """Refuses, before anything is written, episodes the class split cannot give (a ConfigError
+  naming the numbers): more ways than a part's classes, or more examples per class than a
+  class has. Parts: meta-train, the scored part, and validation when checkpoints are chosen
+  on it (select_every)."""
+  used = {'train', cfg.eval_part} | ({'validation'} if cfg.select_every else set())
+  counts = np.bincount(data.y, minlength=1 + max(int(np.max(c, initial=0))
+                                                  for c in data.classes.values()))
+  for part in (p for p in tasks.PARTS if p in used):
+    classes = data.part(part)
+    if cfg.ways > len(classes):
+      raise ConfigError(
+          f'n_way = {cfg.ways} needs {cfg.ways} classes per episode, but the {part} part of '
+          f'{data.name}\'s class split (class_split = {list(cfg.class_split)}) has '
+          f'{len(classes)}; set n_way to at most {len(classes)}, or give that part more classes.')
+    small = [int(c) for c in classes if counts[c] < cfg.examples_per_class]
+    if small:
+      raise ConfigError(
+          f'examples_per_class = {cfg.examples_per_class}, but {len(small)} of the '
+          f'{len(classes)} {part} classes of {data.name} have fewer examples (class '
+          f'{small[0]}: {counts[small[0]]}); set examples_per_class to at most '
+          f'{min(counts[c] for c in classes)}.')
 
 
 def write(cfg, out, rows) -> str:

@@ -34,6 +34,7 @@ def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
                           min_samples=cfg.min_samples, client_split=cfg.client_split,
                           seed=cfg.seed, known_test_fraction=cfg.known_test_fraction)
   logging.info('%s', data.summary())
+  check_request(cfg, data)
   return data
 
 
@@ -111,7 +112,7 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
         show_progress: bool = True) -> training_loop.RunResult:
   cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir).validate()
   data = data or prepare_data(cfg)
-  check_request(cfg, data)
+  check_request(cfg, data)   # data built elsewhere too
   model = model or build_model(cfg, data)
   alg = build_algorithm(cfg, model, data)
   out = cfg.resolved_output_dir()
