@@ -72,6 +72,13 @@ def validate(cfg: config_lib.RecommendConfig) -> config_lib.RecommendConfig:
   return cfg.validate()
 
 
+def check_folder(cfg: config_lib.RecommendConfig) -> None:
+  """Refuses (before the data loads) an output folder that holds a run of other settings;
+  `run` checks again when it claims the folder."""
+  run_folder.check_resume(cfg.resolved_output_dir(), tomllib.loads(config_file.to_toml(cfg)),
+                          **config_lib.resume_rules())
+
+
 def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
         show_progress: bool = True) -> RecommendResult:
   cfg = validate(cfg)
@@ -79,7 +86,7 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   out = cfg.resolved_output_dir()
   files.require_folder(out)
   saved = config_file.to_toml(cfg)
-  run_folder.check_resume(out, tomllib.loads(saved), **config_lib.resume_rules())
+  check_folder(cfg)
   data = task.prepare(cfg)   # bad data stops the run before it writes anything
   # Creates the folder; one writer at a time; a folder of other settings is refused unchanged.
   run_folder.claim_for_resume(out, tomllib.loads(saved), **config_lib.resume_rules())
