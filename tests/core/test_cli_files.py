@@ -70,6 +70,130 @@ def test_a_bug_shows_its_traceback_on_request(capsys, monkeypatch, tmp_path):
   assert err.splitlines()[-1].startswith('error: internal error')
 
 
+# --------------------------------------------------------------------------- the machine's failures
+
+def _claimed_write(folder, name='results.json'):
+  """A program's main that claims `folder` and writes a file into it."""
+  def main(argv):
+    del argv
+    files.claim_folder(folder)
+    files.write_json(os.path.join(folder, name), {'x': 1})
+  return main
+
+
+def _assert_environment(code, err):
+  assert code == 1 and err.startswith('error: ') and err.count('\n') == 1, err
+  assert 'internal error' not in err and 'This is a bug' not in err and 'Traceback' not in err
+
+
+def test_full_disk_without_a_path_names_the_output_folder(capsys, monkeypatch, tmp_path):
+  out = tmp_path / 'run'
+  def full(fd):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))   # as a write or fsync raises it
+  monkeypatch.setattr(os, 'fsync', full)
+  code, err = _end(_claimed_write(str(out)), capsys, monkeypatch, tmp_path)
+  _assert_environment(code, err)
+  assert err.startswith(f'error: output folder {os.path.realpath(out)}: No space left on device; '
+                        'the disk is full; free space, then rerun the same command: it resumes '
+                        'from the last checkpoint')
+  assert not [p for p in os.listdir(out) if p.endswith('.tmp')]   # the atomic write cleaned up
+
+
+def test_tensorflow_full_disk_is_named_as_a_full_disk(capsys, monkeypatch, tmp_path):
+  """TensorFlow's own error for a full disk (a real write to /dev/full), and the same error as a
+  checkpoint save inside the output folder raises it, wrapped by the caller."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  def write_full(argv):
+    del argv
+    tf.io.write_file('/dev/full', 'x' * 100000)
+  code, err = _end(write_full, capsys, monkeypatch, tmp_path)
+  _assert_environment(code, err)
+  assert err.startswith('error: /dev/full: No space left on device (ResourceExhaustedError); '
+                        'the disk is full')
+  out = tmp_path / 'run'
+  files.claim_folder(out)
+  saved = os.path.join(out, 'checkpoints', 'program_state_3_temp1', 'variables', 'v.data')
+  def checkpoint(argv):
+    del argv
+    try:
+      raise tf.errors.ResourceExhaustedError(
+          None, None, f'{{{{function_node __wrapped__SaveV2}}}} {saved}; No space left on device '
+          '[Op:SaveV2]')
+    except tf.errors.ResourceExhaustedError as e:
+      raise RuntimeError('saving the program state failed') from e
+  code, err = _end(checkpoint, capsys, monkeypatch, tmp_path)
+  _assert_environment(code, err)
+  assert err.startswith(f'error: {saved} (output folder {os.path.realpath(out)}): No space left '
+                        'on device (ResourceExhaustedError); the disk is full')
+
+
+@pytest.mark.parametrize('error', [
+    MemoryError(), RuntimeError('OOM when allocating tensor with shape[64,1024,1024] and type '
+                                'float on /job:localhost/replica:0/task:0/device:CPU:0'),
+    RuntimeError('std::bad_alloc')])
+def test_memory_that_ran_out_is_named(capsys, monkeypatch, tmp_path, error):
+  code, err = _end(_raise(error), capsys, monkeypatch, tmp_path)
+  _assert_environment(code, err)
+  assert err.startswith('error: out of memory (') and 'more memory' in err
+  assert '--max_concurrent_calls' in err and 'resumes from the last checkpoint' in err
+
+
+def test_tensorflow_out_of_memory_is_named(capsys, monkeypatch, tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  code, err = _end(_raise(tf.errors.ResourceExhaustedError(
+      None, None, 'OOM when allocating tensor with shape[1000000,1000000]')), capsys, monkeypatch,
+      tmp_path)
+  _assert_environment(code, err)
+  assert err.startswith('error: out of memory (ResourceExhaustedError: OOM when allocating')
+
+
+@pytest.mark.parametrize('code_, fix', [
+    (errno.EROFS, 'the file system is read-only; give an --output_dir on a writable disk'),
+    (errno.EACCES, 'you lack the permission; fix the permissions of that path'),
+    (errno.EDQUOT, 'your disk quota is used up')])
+def test_read_only_and_forbidden_folders_name_the_fix(capsys, monkeypatch, tmp_path, code_, fix):
+  out = tmp_path / 'run'
+  def refuse(*args, **kwargs):
+    raise OSError(code_, os.strerror(code_), args[0] if args else None)
+  monkeypatch.setattr('tempfile.mkstemp', lambda dir, **k: refuse(os.path.join(dir, 'x.tmp')))
+  code, err = _end(_claimed_write(str(out)), capsys, monkeypatch, tmp_path)
+  _assert_environment(code, err)
+  assert err.startswith(f'error: {out}/x.tmp (output folder {os.path.realpath(out)}): '
+                        f'{os.strerror(code_)}; {fix}')
+
+
+def test_a_folder_the_system_refuses_even_to_root(capsys, monkeypatch, tmp_path):
+  """A real refusal that holds as root too: sysfs creates no folders (EPERM as root, EACCES
+  otherwise)."""
+  if not os.path.isdir('/sys/kernel'):
+    pytest.skip('no sysfs mounted at /sys')
+  code, err = _end(lambda argv: files.claim_folder('/sys/tff_meta_run'), capsys, monkeypatch,
+                   tmp_path)
+  _assert_environment(code, err)
+  assert err.startswith('error: /sys/tff_meta_run: ') and 'you lack the permission' in err
+
+
+def test_a_real_read_only_folder(capsys, monkeypatch, tmp_path):
+  out = tmp_path / 'run'
+  out.mkdir()
+  out.chmod(0o555)
+  try:
+    probe = out / 'probe'
+    try:
+      probe.write_text('x')
+    except PermissionError:
+      pass
+    else:
+      probe.unlink()
+      pytest.skip('running as root: the folder\'s mode does not stop writes (the sysfs and '
+                  'patched-error tests cover this case)')
+    code, err = _end(_claimed_write(str(out)), capsys, monkeypatch, tmp_path)
+    _assert_environment(code, err)
+    assert f'{out}' in err and 'you lack the permission' in err
+  finally:
+    out.chmod(0o755)
+
+
 def test_stray_arguments_are_refused_before_main_runs(capsys, monkeypatch, tmp_path):
   calls = []
   monkeypatch.setattr('tempfile.tempdir', str(tmp_path))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tff_meta.core import resume
 from tff_meta.core import run_folder
 
 CONFIG = ('algorithm = "fedavg"\ndataset = "digits"\nmodel = "mlp"\nsupport_fraction = 0.2\n'
@@ -115,3 +116,64 @@ def test_reading_runs_and_reports_load_no_tensorflow():
   out = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True,
                        check=True)
   assert out.stdout.strip() == 'False'
+
+
+# --------------------------------------------------------------------------- resuming a folder
+
+SAVED = {'seed': 0, 'rounds': 10, 'name': 'a', 'lr': 0.1, 'score': float('nan'),
+         'hparams': {'inner_lr': 0.1, 'steps': [1, 2]}, 'data': {'cache_dir': '/d'}}
+
+
+def _changes(current, **rules):
+  rules.setdefault('may_differ', ('name',))
+  return resume.settings_changes(SAVED, current, **rules)
+
+
+def test_settings_changes_name_each_key_old_and_new():
+  assert _changes(SAVED) == []
+  assert _changes({**SAVED, 'name': 'b'}) == []                     # may differ
+  assert _changes({**SAVED, 'seed': 7, 'hparams': {'inner_lr': 0.2, 'steps': [1, 2]},
+                   'data': {}}) == [
+      "data.cache_dir: '/d' -> (absent)", 'hparams.inner_lr: 0.1 -> 0.2', 'seed: 0 -> 7']
+  assert _changes({**SAVED, 'hparams': {'inner_lr': 0.1, 'steps': [1, 3]}}) == [
+      'hparams.steps: [1, 2] -> [1, 3]']
+  # A whole table may differ; a key of it named alone may too.
+  assert _changes({**SAVED, 'data': {'cache_dir': '/e'}}, may_differ=('data',)) == []
+  assert _changes({**SAVED, 'hparams': {'inner_lr': 9, 'steps': [1, 2]}},
+                  may_differ=('hparams.inner_lr',)) == []
+
+
+def test_settings_that_may_grow_refuse_to_shrink():
+  assert _changes({**SAVED, 'rounds': 20}, may_grow={'rounds'}) == []
+  assert _changes({**SAVED, 'rounds': 5}, may_grow={'rounds'}) == [
+      'rounds: 10 -> 5 (it may only grow)']
+  assert _changes({**SAVED, 'rounds': 20}) == ['rounds: 10 -> 20']
+
+
+def test_settings_an_older_config_lacks_count_as_their_defaults():
+  current = {**SAVED, 'new_key': 3, 'hparams': {**SAVED['hparams'], 'beta': 0.5}}
+  defaults = {'new_key': 3, 'hparams': {'beta': 0.5}}
+  assert _changes(current, defaults=defaults) == []
+  assert _changes({**current, 'new_key': 4}, defaults=defaults) == ['new_key: 3 -> 4']
+  assert _changes(current) == ['hparams.beta: (absent) -> 0.5', 'new_key: (absent) -> 3']
+  # A renamed key is read under its new name; a key dropped from the schema is not compared.
+  old = {k: v for k, v in SAVED.items() if k != 'lr'}
+  assert resume.settings_changes({**old, 'old_lr': 0.1, 'gone': 1}, SAVED, may_differ=(),
+                                     renamed={'old_lr': 'lr'}) == []
+
+
+def test_check_resume_refuses_other_settings_and_changes_nothing(tmp_path):
+  folder = tmp_path / 'run'
+  resume.check_resume(str(folder), SAVED, may_differ=())   # a new folder: nothing to check
+  folder.mkdir()
+  (folder / run_folder.CONFIG_FILE).write_text('seed = 0\nrounds = 10\n')
+  resume.check_resume(str(folder), {'seed': 0, 'rounds': 10}, may_differ=())
+  with pytest.raises(run_folder.RunFolderError) as e:
+    resume.check_resume(str(folder), {'seed': 7, 'rounds': 10}, may_differ=())
+  assert str(e.value).startswith(f'{folder} holds a run with other settings, which change what '
+                                 'it computes: seed: 0 -> 7.')
+  assert f'use a new --output_dir, or delete {folder}' in str(e.value)
+  (folder / run_folder.CONFIG_FILE).write_bytes(b'\xff seed = [')
+  with pytest.raises(run_folder.RunFolderError, match='config.toml .* cannot be read'):
+    resume.check_resume(str(folder), {'seed': 0}, may_differ=())
+  assert sorted(p.name for p in folder.iterdir()) == [run_folder.CONFIG_FILE]

@@ -44,7 +44,7 @@ def test_support_query_disjoint_and_cover_each_client():
     assert not s & q
     assert s | q == set(ds.clients[c.client_id].x[:, 0].tolist())
     n = len(ds.clients[c.client_id])
-    assert len(s) == int(np.clip(round(0.3 * n), 1, n - 1))
+    assert len(s) == round(0.3 * n)   # never capped: an empty split is refused
 
 
 def test_same_seed_same_split_different_seed_different():
@@ -148,7 +148,7 @@ def test_resampled_split_keeps_the_fraction_disjoint_and_covers_the_training_dat
       s, q = _example_ids(r.support), _example_ids(r.query)
       assert not set(s) & set(q) and len(set(s)) == len(s) and len(set(q)) == len(q)
       assert set(s) | set(q) == training
-      assert len(s) == int(np.clip(round(0.3 * n), 1, n - 1))
+      assert len(s) == round(0.3 * n)   # never capped: an empty split is refused
       labels = dict(zip(_example_ids(c.all), c.all.y.tolist()))   # labels travel with x
       assert r.support.y.tolist() == [labels[i] for i in s]
       if known_test_fraction:
@@ -168,3 +168,23 @@ def test_resampled_split_depends_on_seed_round_and_client_only():
   assert len({tuple(support(a, 5, r)) for r in range(1, 6)}) == 5   # new each round
   assert support(a, 5, 4) != support(a, 6, 4)
   assert support(a, 5, 4) != support(b, 5, 4)
+
+
+def test_a_support_fraction_that_leaves_a_client_empty_is_refused():
+  """Not capped at 1 support example: the error names the numbers and the min_samples that
+  drops those clients."""
+  ds = _dataset([2, 4, 10, 12, 15, 20, 8, 9, 30, 11])
+  with pytest.raises(DataError, match=r'support_fraction = 0.2 leaves 1 of 10 clients with an '
+                     r'empty split \(clients of 2 examples; e.g. 2: round\(0.2 \* 2\) = 0 '
+                     r'support examples\); set min_samples to 3 \(it is 2\)'):
+    protocol.prepare(ds, support_fraction=0.2)
+  assert len(protocol.prepare(ds, support_fraction=0.2, min_samples=3).train) == 7
+  with pytest.raises(DataError, match='support_fraction = 0.9 leaves 1 of 9 clients'):
+    protocol.prepare(ds, support_fraction=0.9, min_samples=3)   # 4: round(3.6) = 4, no query
+  with pytest.raises(DataError, match='known_test_fraction = 0.1 leaves 1 of 9 clients'):
+    protocol.prepare(ds, support_fraction=0.5, min_samples=3, known_test_fraction=0.1)
+  # 4 and 5 hold out round(0.4) = round(0.5) = 0 examples.
+  assert protocol.empty_split_sizes([4, 5, 12], 0.5, known_test_fraction=0.1) == [4, 5]
+  with pytest.raises(DataError, match="Client 'c' has 3 examples: support_fraction = 0.1 gives it "
+                     '0 and 3'):
+    protocol.support_query_split(ds.clients['c02'].take(np.arange(3)), 0.1, 0, 'c')

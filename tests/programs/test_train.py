@@ -106,7 +106,8 @@ def test_incompatible_checkpoint_is_named(tmp_path, uninterrupted):
   assert proc.returncode != 0
   # The saved config.toml names the other algorithm; the state's own check (its structure
   # and shapes) is tested in test_user_errors.py.
-  assert "holds the checkpoints of another run (algorithm='fedmeta_maml'" in proc.stderr
+  assert "holds a run with other settings, which change what it computes: algorithm: " \
+      "'fedmeta_maml' -> 'fedmeta_metasgd'" in proc.stderr
   assert 'Traceback' not in proc.stderr
 
 

@@ -9,6 +9,7 @@ changed (bytes equal). The programs run through `program_runner` (`program_clien
 as plain `python -m` subprocesses.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import FIXTURES, REPO
 from tests.helpers import folder_held_by_another_run, program_env
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
@@ -122,6 +123,15 @@ def test_bad_flag(runner, tmp_path, case):
 
 
 # --------------------------------------------------------------------------- output paths
+
+def test_more_clients_per_round_than_training_clients(runner, tmp_path):
+  """Refused before anything is written, not silently capped (digits: 80 training clients)."""
+  proc = runner.run('programs.train', *TRAIN, '--clients_per_round=81',
+                    f'--output_dir={tmp_path}/o')
+  assert_clean_error(proc, 'clients_per_round = 81 is more than the 80 training clients of '
+                     'digits')
+  assert not os.path.exists(tmp_path / 'o')
+
 
 def test_output_dir_is_a_file(runner, tmp_path):
   out = write(str(tmp_path / 'out'), 'precious')
@@ -285,9 +295,9 @@ def test_damaged_run_folder(runner, trained, tmp_path, case):
 
 
 @pytest.mark.parametrize('args, expect', [
-    (['--algorithm=fedavg_meta'], "algorithm='fedavg'"),           # same state structure
-    (['--algorithm=fedmeta_maml'], "algorithm='fedavg'"),
-    (['--algorithm=fedavg', '--model=logistic_regression'], "model='mlp'"),
+    (['--algorithm=fedavg_meta'], "algorithm: 'fedavg' -> 'fedavg_meta'"),   # same state structure
+    (['--algorithm=fedmeta_maml'], "algorithm: 'fedavg' -> 'fedmeta_maml'"),
+    (['--algorithm=fedavg', '--model=logistic_regression'], "model: 'mlp' -> 'logistic_regression'"),
 ])
 def test_run_folder_of_another_configuration(runner, trained, tmp_path, args, expect):
   out = tmp_path / 'run'
@@ -297,6 +307,88 @@ def test_run_folder_of_another_configuration(runner, trained, tmp_path, args, ex
   proc = runner.run('programs.train', *TRAIN, f'--config={cfg}', '--rounds=3', *args,
                     f'--output_dir={out}')
   assert_clean_error(proc, expect, before)
+
+
+def _hashes(folder):
+  """path -> sha256 of every file under `folder`, its .lock included."""
+  out = {}
+  for root, _, names in os.walk(folder):
+    for name in names:
+      with open(os.path.join(root, name), 'rb') as f:
+        out[os.path.join(root, name)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+@pytest.mark.parametrize('args, expect', [
+    (['--seed=7'], 'seed: 0 -> 7'),   # resumed, scored on other test clients, overwrote the files
+    (['--rounds=1'], 'rounds: 2 -> 1 (it may only grow)'),
+    (['--eval_every=2', '--client_lr=0.05'], 'eval_every: 1 -> 2; hparams.client_lr: 0.3 -> 0.05'),
+    (['--support_fraction=0.3', '--resample_support=true'],
+     'resample_support: False -> True; support_fraction: 0.2 -> 0.3'),
+])
+def test_rerun_with_other_settings_is_refused_unchanged(runner, trained, tmp_path, args, expect):
+  """A finished run's folder, rerun with settings that change what it computes: one error
+  line naming each key (old -> new), every file's bytes as they were (.lock too)."""
+  out = tmp_path / 'run'
+  shutil.copytree(trained, out)
+  before = _hashes(out)
+  proc = runner.run('programs.train', *TRAIN, '--algorithm=fedavg', *args, f'--output_dir={out}')
+  line = assert_clean_error(proc, expect)
+  assert f'{out} holds a run with other settings' in line and 'use a new --output_dir' in line
+  assert _hashes(out) == before
+
+
+def test_rerun_may_change_how_it_runs(runner, trained, tmp_path):
+  """Settings of how a run executes may differ; more rounds extend it."""
+  out = tmp_path / 'run'
+  shutil.copytree(trained, out)
+  proc = runner.run('programs.train', *TRAIN, '--algorithm=fedavg', '--rounds=3',
+                    '--checkpoint_every=2', '--resident_state=false', '--name=other',
+                    '--max_concurrent_calls=2', '--local_workers=1', f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'Resuming FedAvg from round 2' in proc.stderr
+
+
+FULL_DISK_AT_ROUND_2 = """
+import runpy, sys
+import tensorflow as tf
+import tensorflow_federated as tff
+save = tff.program.FileProgramStateManager.save
+async def full_disk_at_round_2(self, state, version):
+  if version == 2:   # TensorFlow's own error for a full disk while it saves a checkpoint
+    raise tf.errors.ResourceExhaustedError(None, None, (
+        f'{self._root_dir}/program_state_2_temp/variables/variables.data-00000-of-00001'
+        '.tempstate1; No space left on device [Op:SaveV2]'))
+  return await save(self, state, version)
+tff.program.FileProgramStateManager.save = full_disk_at_round_2
+sys.argv = ['train', *sys.argv[1:]]
+runpy.run_module('programs.train', run_name='__main__', alter_sys=True)
+"""
+
+
+def test_full_disk_is_named_and_the_run_resumes_on_another_disk(trained, tmp_path):
+  """The disk fills while the round-2 checkpoint is saved: one error line naming the full disk,
+  the file and the folder, exit 1; the folder moved to a disk with room resumes from round 1
+  and ends with the uninterrupted run's results."""
+  out = tmp_path / 'full' / 'run'
+  proc = subprocess.run([sys.executable, '-c', FULL_DISK_AT_ROUND_2, *TRAIN, '--algorithm=fedavg',
+                         f'--output_dir={out}'], cwd=REPO, env=program_env(), capture_output=True,
+                        text=True, timeout=600)
+  line = assert_clean_error(proc, 'No space left on device (ResourceExhaustedError); the disk is '
+                            'full; free space, then rerun the same command')
+  assert f'{out}/checkpoints/program_state_2_temp' in line and f'(output folder {out})' in line
+  assert proc.returncode == 1
+  roomy = tmp_path / 'roomy' / 'run'
+  shutil.copytree(out, roomy)
+  proc = subprocess.run([sys.executable, '-m', 'programs.train', *TRAIN, '--algorithm=fedavg',
+                         f'--output_dir={roomy}'], cwd=REPO, env=program_env(),
+                        capture_output=True, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert 'Resuming FedAvg from round 1' in proc.stderr
+  got, want = (json.loads((d / 'results.json').read_text()) for d in (roomy, trained))
+  assert got['test_client_accuracies'] == want['test_client_accuracies']
+  scores = lambda history: [{k: v for k, v in h.items() if k != 'worker_rss_mb'} for h in history]
+  assert scores(got['history']) == scores(want['history'])
 
 
 def test_run_folder_in_use_by_another_run(runner, trained, tmp_path):
@@ -444,10 +536,17 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
     (['--data_path=/nonexistent/tff', '--no_download'],
      "'/nonexistent/tff/emnist_all.sqlite' (downloading is off"),
     (['--n_way=abc'], 'n_way'),
-    (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001')])
+    (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001'),
+    # Requests the class split cannot meet (FEMNIST-62 as 40 / 10 / 12 classes), before any write.
+    (['--n_way=13', '--examples_per_class=6', f'--data_path={FIXTURES}/tff'],
+     'n_way = 13 needs 13 classes per episode, but the test part'),
+    (['--n_way=11', '--select_every=50', '--examples_per_class=6', f'--data_path={FIXTURES}/tff'],
+     'but the validation part'),
+    (['--examples_per_class=8', f'--data_path={FIXTURES}/tff'], 'examples_per_class = 8, but')])
 def test_few_round_bad_inputs(runner, tmp_path, args, expect):
   proc = runner.run('programs.train', f'--config={FEW}', *args, f'--output_dir={tmp_path}/o')
   assert_clean_error(proc, expect)
+  assert not os.path.exists(tmp_path / 'o')   # refused before the run folder is made
 
 
 @pytest.mark.parametrize('args, expect', [

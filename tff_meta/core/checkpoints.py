@@ -18,8 +18,7 @@ each case:
 from __future__ import annotations
 
 import os
-import tomllib
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -27,7 +26,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.program import file_utils
 
 from tff_meta.core import run_folder
-from tff_meta.core.run_folder import CHECKPOINTS_DIR, CONFIG_FILE
+from tff_meta.core.run_folder import CHECKPOINTS_DIR
 
 
 class CheckpointError(RuntimeError):
@@ -91,43 +90,6 @@ async def load_latest(manager: tff.program.FileProgramStateManager, root: str, i
         f'{mismatch}: value {diff} has shape/kind {got[diff] if diff < len(got) else None}, '
         f'this run expects {want[diff] if diff < len(want) else None}. {start_over}')
   return state, int(latest)
-
-
-def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
-                   config_file: str = CONFIG_FILE,
-                   renamed: Optional[Mapping[str, str]] = None) -> None:
-  """Refuses to resume a checkpoint that another configuration wrote.
-
-  When `output_dir` has checkpoints and the config it saved differs from
-  `current` in one of `keys` (e.g. algorithm, dataset, model), resuming would
-  mix two runs (or load a same-shaped state of another algorithm). Checked
-  before anything is written. `renamed` maps a key's old name, which an older
-  saved config may have, to its name in `current`.
-  """
-  checkpoints = os.path.join(output_dir, CHECKPOINTS_DIR)
-  saved_path = os.path.join(output_dir, config_file)
-  if not (os.path.isdir(checkpoints) and any(
-      n.startswith('program_state_') for n in os.listdir(checkpoints))):
-    return
-  if not os.path.isfile(saved_path):
-    return
-  try:
-    with open(saved_path, 'rb') as f:
-      saved = tomllib.load(f)
-  except (OSError, ValueError) as e:   # TOMLDecodeError and UnicodeDecodeError are ValueErrors
-    raise CheckpointError(
-        f'{saved_path} (the config of the checkpointed run in {output_dir}) cannot be read '
-        f'({run_folder.short_error(e)}); use a new --output_dir, or delete {output_dir} '
-        'to start over.') from None
-  saved = {(renamed or {}).get(k, k): v for k, v in saved.items()}
-  differ = [k for k in keys if k in saved and saved[k] != current.get(k)]
-  if differ:
-    was = ', '.join(f'{k}={saved[k]!r}' for k in differ)
-    now = ', '.join(f'{k}={current.get(k)!r}' for k in differ)
-    raise IncompatibleCheckpointError(
-        f'{output_dir} holds the checkpoints of another run ({was}; this run has {now}). '
-        f'Use a new --output_dir, or delete {checkpoints} to start over there.')
-
 
 
 def check_csv(path: str, key: str, allow_blank: bool = True) -> None:

@@ -11,6 +11,12 @@ quieted (`logs.quiet`) before `main` runs. It ends the program this way:
 - a file-system error (`OSError`: missing path, a file where a folder is
   expected, an unwritable folder, a full disk) prints the path, the reason and
   what to check, exit 1;
+- a failure of the machine that reaches here as another type prints what it
+  is, the folder and the fix, exit 1 (`environment_error`): a full disk, a
+  read-only folder or a missing permission that TensorFlow reports as its own
+  error (`ResourceExhaustedError: <path>; No space left on device` while a
+  checkpoint is saved), or memory that ran out (`MemoryError`, TensorFlow's
+  "OOM when allocating"); found in the error or in the ones it wraps;
 - a bad flag (unknown flag, a value of the wrong type, a missing required
   flag, stray arguments) prints `error: <absl's message>`, exit 1;
 - Ctrl-C prints `error: interrupted` with how to resume, exit 130; SIGTERM
@@ -41,11 +47,11 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Callable, NoReturn, Tuple, Type
+from typing import Callable, NoReturn, Optional, Tuple, Type
 
 from absl import app, flags
 
-from tff_meta.core import logs
+from tff_meta.core import files, logs
 
 INTERNAL_ERROR_EXIT_CODE = 70   # EX_SOFTWARE (sysexits.h)
 INTERRUPTED_EXIT_CODE = 130     # 128 + SIGINT, as shells report Ctrl-C
@@ -92,6 +98,69 @@ def describe_os_error(error: OSError) -> str:
   return f'{where}: {reason}; {hint}.' if where else f'{reason}; {hint}.'
 
 
+# Failures of the machine, not of the program or its input, by errno: their text (as
+# os.strerror gives it, which TensorFlow's file errors quote after the path) and the fix.
+_ENVIRONMENT = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+_RESUME_ELSEWHERE = ('then rerun the same command: it resumes from the last checkpoint (or copy '
+                     'the output folder to a disk with room and rerun with --output_dir there)')
+_PERMISSION = ('you lack the permission; fix the permissions of that path, or (to write) give '
+               'an --output_dir you can write')
+_ENVIRONMENT_FIX = {
+    errno.ENOSPC: f'the disk is full; free space, {_RESUME_ELSEWHERE}',
+    errno.EDQUOT: f'your disk quota is used up; free space, {_RESUME_ELSEWHERE}',
+    errno.EROFS: 'the file system is read-only; give an --output_dir on a writable disk',
+    errno.EACCES: _PERMISSION,
+    errno.EPERM: _PERMISSION,
+}
+_MEMORY = re.compile(r'\bOOM when allocating|out of memory|std::bad_alloc|'
+                     + re.escape(os.strerror(errno.ENOMEM)), re.IGNORECASE)
+_MEMORY_FIX = ('the run needs more memory than this machine (or its limit) gives; lower what one '
+               'call holds (--max_concurrent_calls, clients_per_round, a smaller model) or run '
+               'on a machine with more memory. ' + RESUME_HINT)
+
+
+def _chain(error: BaseException):
+  """`error` and the errors it wraps (__cause__, __context__), each once."""
+  seen = set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    yield error
+    error = error.__cause__ or error.__context__
+
+
+def _where(path: str = '') -> str:
+  """'<path> (output folder <f>)', or, when the error names no path, the output folder the
+  program claimed last (the one it is writing)."""
+  folders = files.claimed_folders()
+  if path:
+    real = os.path.realpath(path)
+    inside = [f for f in folders if real.startswith(f + os.sep)]
+    return f'{path} (output folder {inside[-1]})' if inside else path
+  return f'output folder {folders[-1]}' if folders else ''
+
+
+def environment_error(error: BaseException) -> Optional[str]:
+  """One line for a failure of the machine found in `error` or the errors it wraps (a full
+  disk, a read-only folder, a missing permission, memory that ran out), whatever type carries
+  it; None for anything else. It names the path (or the output folder) and the fix."""
+  for e in _chain(error):
+    if isinstance(e, MemoryError) or _MEMORY.search(str(e)):
+      where = _where()
+      return (f'out of memory ({type(e).__name__}: {str(e)[:200] or "no details"})'
+              f'{f" in the run of {where}" if where else ""}; {_MEMORY_FIX}')
+    if isinstance(e, OSError) and e.errno in _ENVIRONMENT:
+      path = os.fsdecode(e.filename) if e.filename else ''
+      return f'{_where(path) or "writing"}: {e.strerror or e}; {_ENVIRONMENT_FIX[e.errno]}.'
+    text = str(e)
+    for code in _ENVIRONMENT:
+      reason = os.strerror(code)
+      if reason in text:   # TensorFlow: '... <path>; No space left on device [Op:...]'
+        quoted = re.search(r'(/[^\s;]*)\s*;\s*' + re.escape(reason), text)
+        where = _where(quoted.group(1) if quoted else '') or 'writing'
+        return (f'{where}: {reason} ({type(e).__name__}); {_ENVIRONMENT_FIX[code]}.')
+  return None
+
+
 def _internal_error(error: BaseException) -> NoReturn:
   text = ''.join(traceback.format_exception(error))
   if os.environ.get(TRACEBACK_ENV, '').strip() not in ('', '0'):
@@ -130,10 +199,13 @@ def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
     except app.UsageError as e:
       fail(f'{e} (--helpshort lists the flags).')
     except OSError as e:
-      fail(describe_os_error(e))
+      fail(environment_error(e) or describe_os_error(e))
     except KeyboardInterrupt:
       fail(f'interrupted. {RESUME_HINT}', INTERRUPTED_EXIT_CODE)
     except Exception as e:  # pylint: disable=broad-except
+      message = environment_error(e)
+      if message is not None:
+        fail(message)
       _internal_error(e)
   return guarded
 

@@ -19,7 +19,7 @@ import fcntl
 import json
 import os
 import tempfile
-from typing import IO, Dict, Iterator, Union
+from typing import IO, Dict, Iterator, List, Union
 
 
 def _umask() -> int:
@@ -94,6 +94,12 @@ def claim_folder(path: Union[str, os.PathLike]) -> None:
   os.ftruncate(fd, 0)
   os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
   _claimed[real] = fd   # held open, so locked, for the life of the process
+
+
+def claimed_folders() -> List[str]:
+  """The output folders this process has claimed (`claim_folder`), in order: where its writes
+  go, named by errors of the disk that carry no path of their own."""
+  return list(_claimed)
 
 
 def save_figure(fig, path: Union[str, os.PathLike], **kwargs) -> None:

@@ -22,6 +22,14 @@ The writers take the names from here and so does the reader below
 (`load_run`, `find_run_folders`), which `tff_meta.analysis` builds its reports
 on. This module imports neither TensorFlow nor TFF, so the analysis stays
 light.
+
+Resuming into a folder (`claim_for_resume`, called by the three writers)
+first compares the settings with the folder's saved config.toml: a setting
+that changes what is computed and differs stops the run with one error line
+naming each key (old -> new) before anything in the folder changes. Each
+config module declares the keys that only change how a run executes
+(`EXECUTION_ONLY` next to its dataclass); every other key, a new one
+included, must be equal.
 """
 
 from __future__ import annotations
@@ -31,9 +39,11 @@ import dataclasses
 import json
 import os
 import tomllib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 import numpy as np
+
+
 
 CONFIG_FILE = 'config.toml'
 METRICS_FILE = 'metrics.csv'

@@ -68,7 +68,7 @@ def read_idx(path: str) -> np.ndarray:
   return data.reshape(dims).astype(dtype.newbyteorder('='))
 
 
-class _ArrayUnpickler(pickle.Unpickler):
+class ArrayUnpickler(pickle.Unpickler):
   """Unpickles dicts, lists, bytes and numpy arrays only (what CIFAR batches hold)."""
   _ALLOWED = {('numpy.core.multiarray', '_reconstruct'), ('numpy._core.multiarray', '_reconstruct'),
               ('numpy', 'ndarray'), ('numpy', 'dtype'), ('_codecs', 'encode'),
@@ -89,7 +89,7 @@ def read_cifar_batch(path: str, label_key: str, num_classes: int) -> Tuple[np.nd
   """
   raw = _read_maybe_gzip(path)
   try:
-    batch = _ArrayUnpickler(io.BytesIO(raw), encoding='bytes').load()
+    batch = ArrayUnpickler(io.BytesIO(raw), encoding='bytes').load()
   except Exception as e:  # pickle raises many types on corrupt input.
     raise DataError(f'{path}: not a readable CIFAR python pickle batch ({type(e).__name__}: '
                     f'{e}); re-extract cifar-*-python.tar.gz.') from e

@@ -82,14 +82,37 @@ def validate_fraction(name: str, value: float) -> None:
     raise ValueError(f'{name} must be in (0, 1), got {value}. Example: --{name}=0.2')
 
 
+def split_size(fraction: float, n: int) -> int:
+  """Examples of a client of `n` that a split by `fraction` puts first: round(fraction * n)."""
+  return int(round(fraction * n))
+
+
+def empty_split_sizes(sizes, support_fraction: float, known_test_fraction: float = 0.0):
+  """The client sizes among `sizes` whose splits leave a part empty: the support or query set
+  (and, with `known_test_fraction`, the held-out local test set or the training data left)."""
+  def fits(n):
+    if known_test_fraction:
+      held = split_size(known_test_fraction, n)
+      if not (1 <= held and n - held >= 2):
+        return False
+      n -= held
+    return 1 <= split_size(support_fraction, n) <= n - 1
+  return sorted({int(n) for n in sizes if not fits(int(n))})
+
+
 def support_query_split(arrays: ClientArrays, support_fraction: float, seed: int,
-                        client_id: str) -> ClientSplit:
-  """Random disjoint split: round(p * n) support examples (at least 1), the rest query."""
-  validate_fraction('support_fraction', support_fraction)
+                        client_id: str, name: str = 'support_fraction') -> ClientSplit:
+  """Random disjoint split: round(p * n) support examples, the rest query; a DataError when
+  either would be empty (`name`: the fraction's key, for the message)."""
+  validate_fraction(name, support_fraction)
   n = len(arrays)
   if n < 2:
     raise DataError(f'Client {client_id!r} has {n} examples; a support/query split needs >= 2.')
-  num_support = int(np.clip(round(support_fraction * n), 1, n - 1))
+  num_support = split_size(support_fraction, n)
+  if not 1 <= num_support <= n - 1:
+    raise DataError(f'Client {client_id!r} has {n} examples: {name} = {support_fraction} gives '
+                    f'it {num_support} and {n - num_support}, and neither may be 0; raise '
+                    f'min_samples or change {name}.')
   order = np.random.default_rng(_client_seed(seed, client_id)).permutation(n)
   return ClientSplit(client_id, arrays.take(np.sort(order[:num_support])),
                      arrays.take(np.sort(order[num_support:])))
@@ -128,7 +151,8 @@ def split_clients(client_ids: Sequence[str], fractions: Tuple[float, float, floa
 def with_holdout(arrays: ClientArrays, fraction: float, seed: int, client_id: str,
                  support_fraction: float) -> ClientSplit:
   """Holds out `fraction` of a training client's data, then splits the rest (support/query)."""
-  held = support_query_split(arrays, fraction, seed + 7919, client_id)  # support = the holdout
+  held = support_query_split(arrays, fraction, seed + 7919, client_id,   # support = the holdout
+                             'known_test_fraction')
   if len(held.query) < 2:
     raise DataError(f'Client {client_id!r} has {len(arrays)} examples; after holding out '
                     f'{fraction:.0%} as its local test set fewer than 2 remain for training.')
@@ -157,6 +181,18 @@ def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: 
                len(dataset.clients), k)
   if not kept:
     raise DataError(f'{dataset.name}: no client has >= {k} samples; lower min_samples.')
+  empty = empty_split_sizes([len(a) for a in kept.values()], support_fraction,
+                            known_test_fraction)
+  if empty:
+    clients = sum(len(a) in empty for a in kept.values())
+    known = f', known_test_fraction = {known_test_fraction}' if known_test_fraction else ''
+    example = '' if known else (f'; e.g. {empty[0]}: round({support_fraction} * {empty[0]}) = '
+                                f'{split_size(support_fraction, empty[0])} support examples')
+    raise DataError(
+        f'{dataset.name}: support_fraction = {support_fraction}{known} leaves {clients} of '
+        f'{len(kept)} clients with an empty split (clients of {", ".join(map(str, empty[:5]))}'
+        f'{"..." if len(empty) > 5 else ""} examples{example}); set min_samples to {empty[-1] + 1} (it is {k}) to drop them, or '
+        'change support_fraction.')
   train_ids, val_ids, test_ids = split_clients(list(kept), client_split, seed)
   if not train_ids or not (test_ids or known_test_fraction):
     raise DataError(f'{dataset.name}: {len(kept)} clients are too few for a {client_split} split '

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from tff_meta.core import config_file
@@ -166,6 +167,27 @@ class FewRoundConfig:
     if self.select_episodes < 1:
       raise ConfigError(f'select_episodes must be >= 1, got {self.select_episodes}.')
     return self
+
+
+# Resuming into a run folder (`resume.check_resume`): keys that change how a run executes,
+# not what it computes, may differ from the saved config.toml; every other key, a new one
+# included, must be equal.
+EXECUTION_ONLY = frozenset({'name', 'output_dir', 'checkpoint_every'})
+# The test-time settings may change on a rerun (docs/PROGRAMS.md): they enter no preparing
+# stage's checkpoints, and a method tested under other values is tested again
+# (`experiment.finished_rows`), so results.json always matches config.toml.
+RETESTED = frozenset({'test_rounds', 'test_episodes', 'eval_part', 'methods', 'test_prototypes',
+                      'select_every', 'select_episodes'})
+# More episodes extend a finished run (episode i is drawn from (seed, stream, i)); fewer are
+# refused.
+MAY_GROW = frozenset({'episodes'})
+
+
+def resume_rules() -> Dict[str, Any]:
+  """`resume.check_resume`'s rules for a programs.train run folder."""
+  return dict(may_differ=EXECUTION_ONLY | RETESTED, may_grow=MAY_GROW,
+              defaults=tomllib.loads(config_file.to_toml(FewRoundConfig())),
+              renamed=FewRoundConfig.RENAMED)
 
 
 def load(path: Optional[str], overrides: Optional[Dict[str, Any]] = None) -> FewRoundConfig:

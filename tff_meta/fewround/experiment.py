@@ -18,14 +18,17 @@ import os
 import time
 import tomllib
 
+import numpy as np
 import tensorflow_federated as tff
 
+from tff_meta.core import resume
 from tff_meta.core import config_file, provenance
+from tff_meta.core.config_file import ConfigError
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
-from tff_meta.fewround.config import FewRoundConfig, toml_defaults
-from tff_meta.core import checkpoints, files
-from tff_meta.core.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
+from tff_meta.fewround.config import resume_rules, toml_defaults
+from tff_meta.core import files
+from tff_meta.core.run_folder import CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
 
 
 def table(cfg, rows) -> str:
@@ -36,31 +39,17 @@ def table(cfg, rows) -> str:
         row['info'].get('communication_rounds', 0), f"{row['seconds']:.0f}"] for row in rows])
 
 
-# Config keys a resumed run may change: they do not enter the checkpointed state
-# (meta-training and pre-training sample episode i from (seed, stream, i)).
-# More `episodes` extends a run; [data] may name another copy of the same data.
-RESUMABLE_CHANGES = ('name', 'episodes', 'test_rounds', 'test_episodes', 'eval_part', 'methods',
-                     'output_dir', 'checkpoint_every', 'test_prototypes', 'select_every',
-                     'select_episodes')
-
-
 def prepare_output(cfg, out: str) -> None:
-  """Refuses to resume another configuration's checkpoints, then saves config.toml.
+  """Refuses to resume a run of other settings (`config.resume_rules`), then saves config.toml.
 
   Each preparing stage keeps its checkpoints in <out>/<stage>/checkpoints
   (`baselines.Context.run_dir`); the config they were written with is
   <out>/config.toml. A config.toml that has a key's old name
   (`FewRoundConfig.RENAMED`, e.g. meta_lr) holds the same setting.
   """
-  files.claim_folder(out)   # one writer at a time; before its checkpoints are read
-  current = tomllib.loads(config_file.to_toml(cfg))
-  keys = [k for k in current if k not in RESUMABLE_CHANGES] + ['model_options']
-  for stage in sorted(os.listdir(out)):   # claim_folder made it
-    if os.path.isdir(os.path.join(out, stage, CHECKPOINTS_DIR)):
-      checkpoints.check_same_run(os.path.join(out, stage), keys, current,
-                                 config_file=os.path.join(os.pardir, CONFIG_FILE),
-                                 renamed=FewRoundConfig.RENAMED)
-  files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
+  saved = config_file.to_toml(cfg)
+  resume.claim_for_resume(out, tomllib.loads(saved), **resume_rules())
+  files.write_text(os.path.join(out, CONFIG_FILE), saved)
   provenance.record(out)   # each stage resumes on its own: the start is left blank
 
 
@@ -68,7 +57,32 @@ def load_data(cfg):
   data = tasks.load_class_split(cfg.dataset, cfg.class_split, cfg.seed, **cfg.data)
   print(f'{data.description}; classes per part: '
         f'{ {k: len(v) for k, v in data.classes.items()} }', flush=True)
+  check_request(cfg, data)
   return data
+
+
+def check_request(cfg, data) -> None:
+  """Refuses, before anything is written, episodes the class split cannot give (a ConfigError
+  naming the numbers): more ways than a part's classes, or more examples per class than a
+  class has. Parts: meta-train, the scored part, and validation when checkpoints are chosen
+  on it (select_every)."""
+  used = {'train', cfg.eval_part} | ({'validation'} if cfg.select_every else set())
+  counts = np.bincount(data.y, minlength=1 + max(int(np.max(c, initial=0))
+                                                  for c in data.classes.values()))
+  for part in (p for p in tasks.PARTS if p in used):
+    classes = data.part(part)
+    if cfg.ways > len(classes):
+      raise ConfigError(
+          f'n_way = {cfg.ways} needs {cfg.ways} classes per episode, but the {part} part of '
+          f'{data.name}\'s class split (class_split = {list(cfg.class_split)}) has '
+          f'{len(classes)}; set n_way to at most {len(classes)}, or give that part more classes.')
+    small = [int(c) for c in classes if counts[c] < cfg.examples_per_class]
+    if small:
+      raise ConfigError(
+          f'examples_per_class = {cfg.examples_per_class}, but {len(small)} of the '
+          f'{len(classes)} {part} classes of {data.name} have fewer examples (class '
+          f'{small[0]}: {counts[small[0]]}); set examples_per_class to at most '
+          f'{min(counts[c] for c in classes)}.')
 
 
 def write(cfg, out, rows) -> str:

@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
-from tff_meta.data.images import _ArrayUnpickler  # dicts, lists, numpy arrays only
+from tff_meta.data.image_files import ArrayUnpickler  # dicts, lists, numpy arrays only
 from tff_meta.data.types import DataError
 
 SPLITS = (('train', 'train'), ('validation', 'val'), ('test', 'test'))
@@ -42,7 +42,7 @@ def _expected(title: str) -> str:
 def _read_pickle(path: str) -> Tuple[np.ndarray, List[str]]:
   try:
     with open(path, 'rb') as f:
-      raw = _ArrayUnpickler(f, encoding='latin1').load()
+      raw = ArrayUnpickler(f, encoding='latin1').load()
   except Exception as e:  # pickle raises many types on corrupt input.
     raise DataError(f'{path}: not a readable image pickle ({type(e).__name__}: {e}).') from e
   if not isinstance(raw, dict):

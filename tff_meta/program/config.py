@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from typing import Any, Dict, Optional, Tuple
 
 from tff_meta.core import config_file
@@ -134,6 +135,26 @@ class ExperimentConfig:
     except privacy.PrivacyConfigError as e:
       raise ConfigError(str(e)) from None
     return self
+
+
+# Resuming into a run folder (`resume.check_resume`): keys that change how a run executes,
+# not what it computes (same results, docs/CONFIG.md), may differ from the saved config.toml.
+# Every other key, a new one included, must be equal.
+EXECUTION_ONLY = frozenset({'name', 'output_dir', 'checkpoint_every',
+                            'resident_state', 'max_concurrent_calls'})
+# Keys a run's config.toml holds that the run itself does not read: `algorithms` lists the
+# methods of programs.compare (a folder holds one of them), and `method_hparams`, which
+# `for_algorithm` has applied to [hparams] (compared).
+NOT_READ_BY_A_RUN = frozenset({'algorithms', 'method_hparams'})
+# More rounds extend a finished run: round r's clients and data are seeded by (seed, r), so it
+# ends where a run of that many rounds would. Fewer rounds are refused.
+MAY_GROW = frozenset({'rounds'})
+
+
+def resume_rules() -> Dict[str, Any]:
+  """`resume.check_resume`'s rules for a programs.train run folder."""
+  return dict(may_differ=EXECUTION_ONLY | NOT_READ_BY_A_RUN, may_grow=MAY_GROW,
+              defaults=tomllib.loads(config_file.to_toml(ExperimentConfig())))
 
 
 TOP_LEVEL = {f.name: f for f in config_file.scalar_fields(ExperimentConfig)}

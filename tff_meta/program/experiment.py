@@ -8,17 +8,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import tomllib
 from typing import Optional
 
 from absl import logging
 
+from tff_meta.core import resume
 from tff_meta.algorithms import ALGORITHMS, Algorithm, aggregation
 from tff_meta.data import FederatedDataset, load_dataset, protocol
 from tff_meta.models import MODELS, ModelSpec, build_model_spec
 from tff_meta.core import config_file, run_folder
 from tff_meta.program import config as config_lib
 from tff_meta.program import privacy
-from tff_meta.core import checkpoints, files, logs
+from tff_meta.core import files, logs
 from tff_meta.program import training_loop
 from tff_meta.runtime.pool import WorkerPool
 
@@ -34,7 +36,19 @@ def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
                           min_samples=cfg.min_samples, client_split=cfg.client_split,
                           seed=cfg.seed, known_test_fraction=cfg.known_test_fraction)
   logging.info('%s', data.summary())
+  check_request(cfg, data)
   return data
+
+
+def check_request(cfg: config_lib.ExperimentConfig, data: protocol.ProtocolData) -> None:
+  """Refuses what the data cannot give (a ConfigError naming the numbers) instead of capping
+  it: more clients per round than training clients."""
+  if cfg.clients_per_round > len(data.train):
+    raise config_lib.ConfigError(
+        f'clients_per_round = {cfg.clients_per_round} is more than the {len(data.train)} '
+        f'training clients of {cfg.dataset} (client_split = {list(cfg.client_split)}, '
+        f'min_samples = {cfg.min_samples}); set --clients_per_round to at most '
+        f'{len(data.train)}.')
 
 
 def build_model(cfg: config_lib.ExperimentConfig, data: protocol.ProtocolData) -> ModelSpec:
@@ -87,16 +101,27 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
   return alg
 
 
+def check_folder(cfg: config_lib.ExperimentConfig) -> None:
+  """Refuses early (before the data loads and a worker starts) an output folder that holds a
+  run of other settings; `run` checks again when it claims the folder."""
+  cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir)
+  resume.check_resume(cfg.resolved_output_dir(), tomllib.loads(config_file.to_toml(cfg)),
+                          **config_lib.resume_rules())
+
+
 def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
         model: Optional[ModelSpec] = None, pool: Optional[WorkerPool] = None,
         show_progress: bool = True) -> training_loop.RunResult:
   cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir).validate()
   data = data or prepare_data(cfg)
+  check_request(cfg, data)   # data built elsewhere too
   model = model or build_model(cfg, data)
   alg = build_algorithm(cfg, model, data)
   out = cfg.resolved_output_dir()
-  files.claim_folder(out)   # one writer at a time; before its checkpoints are read
-  checkpoints.check_same_run(out, ('algorithm', 'dataset', 'model'), dataclasses.asdict(cfg))
+  saved = config_file.to_toml(cfg)
+  # Another run's folder is refused unchanged; then one writer at a time, before its
+  # checkpoints are read.
+  resume.claim_for_resume(out, tomllib.loads(saved), **config_lib.resume_rules())
   return training_loop.run(
       alg, data, privacy=privacy.budget(cfg, len(data.train)), rounds=cfg.rounds,
       clients_per_round=cfg.clients_per_round, seed=cfg.seed,
@@ -104,5 +129,4 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       final_eval_rounds=cfg.final_eval_rounds,
       resident_state=cfg.resident_state, resample_support=cfg.resample_support,
       pool=pool, max_concurrent_calls=cfg.max_concurrent_calls, show_progress=show_progress,
-      on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE),
-                                       config_file.to_toml(cfg)))
+      on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE), saved))

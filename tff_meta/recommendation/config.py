@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 from tff_meta.core import config_file
@@ -243,6 +244,23 @@ class RecommendConfig:
       raise ConfigError(f'{" and ".join(needs)} is for task = "movielens" only.')
     self.self_step_list  # pylint: disable=pointless-statement
     return self
+
+
+# Resuming into a run folder (`resume.check_resume`): keys that change how a run executes,
+# not what it computes, may differ from the saved config.toml; every other key, a new one
+# included, must be equal (episodes too: lr_schedule = "cosine" spans them).
+EXECUTION_ONLY = frozenset({'name', 'output_dir', 'checkpoint_every'})
+# `methods` picks the rows of the table; each method's sub-folder is computed from the other
+# keys, so a rerun with fewer or more methods reuses or adds sub-folders, and results.json is
+# rewritten for the methods it names.
+TABLE_ONLY = frozenset({'methods'})
+
+
+def resume_rules() -> Dict[str, Any]:
+  """`resume.check_resume`'s rules for a programs.train run folder."""
+  return dict(may_differ=EXECUTION_ONLY | TABLE_ONLY,
+              defaults=tomllib.loads(config_file.to_toml(RecommendConfig())),
+              renamed=RecommendConfig.RENAMED)
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(RecommendConfig)}

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from typing import Callable, Dict, List, Optional, Tuple
 
 import tensorflow_federated as tff
 from absl import logging
 
+from tff_meta.core import resume
 from tff_meta.core import config_file, provenance
 from tff_meta.core import files
 from tff_meta.recommendation import config as config_lib
@@ -71,15 +73,25 @@ def validate(cfg: config_lib.RecommendConfig) -> config_lib.RecommendConfig:
   return cfg.validate()
 
 
+def check_folder(cfg: config_lib.RecommendConfig) -> None:
+  """Refuses (before the data loads) an output folder that holds a run of other settings;
+  `run` checks again when it claims the folder."""
+  resume.check_resume(cfg.resolved_output_dir(), tomllib.loads(config_file.to_toml(cfg)),
+                          **config_lib.resume_rules())
+
+
 def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
         show_progress: bool = True) -> RecommendResult:
   cfg = validate(cfg)
   task = TASKS.get(cfg.task)
   out = cfg.resolved_output_dir()
   files.require_folder(out)
+  saved = config_file.to_toml(cfg)
+  check_folder(cfg)
   data = task.prepare(cfg)   # bad data stops the run before it writes anything
-  files.claim_folder(out)   # creates it; one writer at a time
-  files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
+  # Creates the folder; one writer at a time; a folder of other settings is refused unchanged.
+  resume.claim_for_resume(out, tomllib.loads(saved), **config_lib.resume_rules())
+  files.write_text(os.path.join(out, CONFIG_FILE), saved)
   provenance.record(out)
   logging.info('%s', data.summary())
   rows, curves, references = [], {}, {}

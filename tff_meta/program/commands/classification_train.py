@@ -33,6 +33,7 @@ def main(argv):
   try:
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS)).validate()
     files.require_folder(cfg.resolved_output_dir())
+    experiment.check_folder(cfg)   # a folder of another run's settings: refused unchanged
   except ValueError as e:   # before training, e.g. support_fraction out of (0, 1)
     errors.fail(e)
   data = experiment.prepare_data(cfg)   # bad data or model options stop here, before any write

@@ -102,6 +102,10 @@ def main(argv):
     root = cfg.resolved_output_dir()
     files.require_folder(root)
     data = experiment.load_data(cfg)
+    for _, setting in settings:   # e.g. a grid of n_way the class split cannot give
+      experiment.check_request(setting, data)
+    for _, setting in settings:   # e.g. a grid of n_way the class split cannot give
+      experiment.check_request(setting, data)
     os.makedirs(root, exist_ok=True)
     results = []
     last = str(max(cfg.test_rounds))

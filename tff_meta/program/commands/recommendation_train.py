@@ -41,6 +41,7 @@ def load_configs(paths, overrides):
     if len(paths) > 1 and overrides.get('output_dir'):
       cfg = dataclasses.replace(cfg, output_dir=os.path.join(overrides['output_dir'], cfg.name))
     cfgs.append(experiment.validate(cfg))
+    experiment.check_folder(cfg)   # before a worker writes its log there
   return cfgs
 
 
