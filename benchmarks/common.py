@@ -122,17 +122,23 @@ def tff_rounds(alg, batch, mode, pool, num_calls):
 
   `default` is the path `programs.train` takes with no flag: the runner the
   training loop's own `choose_runner` picks with the config defaults
-  (`rounds_per_call`, `resident_state`); `resident` is `ResidentRounds`; an
-  integer k is `MultiRoundCalls(process, k)`. The state is fetched after the
-  first call (the check) and the last.
+  (`rounds_per_call`, `resident_state`, `clients_per_call`); `resident` is
+  `ResidentRounds` (one client per call); `grouped` the resident path with all
+  the round's clients in one call per worker, `groupedK` with groups of at
+  most K clients (`runtime/grouped_rounds.py`); an integer k is
+  `MultiRoundCalls(process, k)`. The state is fetched after the first call
+  (the check) and the last.
   """
   needs_state = lambda r: r in (1, num_calls)
-  if mode in ('default', 'resident'):
-    if mode == 'default':
+  if mode in ('default', 'resident') or mode.startswith('grouped'):
+    if mode == 'default' or mode.startswith('grouped'):
       defaults = ExperimentConfig()
+      per_call = (defaults.clients_per_call if mode == 'default'
+                  else int(mode[len('grouped'):] or -(-len(batch) // len(pool.addresses))))
       runner = choose_runner(alg, pool, rounds_per_call=defaults.rounds_per_call,
                              resident_state=defaults.resident_state, num_clients=len(batch),
-                             round_batch=lambda r: batch, needs_state=needs_state)
+                             round_batch=lambda r: batch, needs_state=needs_state,
+                             clients_per_call=per_call)
     else:
       runner = ResidentRounds(alg.process, pool.addresses[0], len(batch), needs_state)
     return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close

@@ -27,7 +27,8 @@ flags.DEFINE_list('models', ['logistic_regression', 'mlp', 'femnist_cnn'], 'Mode
 flags.DEFINE_list('clients_list', ['4', '16', '64'], 'Clients per round.')
 flags.DEFINE_list('modes', ['default', '1'],
                   'Settings to time (see round_overhead): default = programs.train\'s path; '
-                  'k = rounds_per_call; resident.')
+                  'k = rounds_per_call; resident (one client per call); grouped = all of a worker\'s '
+                  'clients in one call, groupedK = at most K per call.')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting.')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first.')
 FLAGS = flags.FLAGS
