@@ -16,7 +16,10 @@ HPARAMS = Hparams(inner_lr=0.1, server_lr=0.01, client_lr=0.05)
 
 def _setup(name, num_clients=5, hparams=HPARAMS):
   data, model = helpers.digits_protocol(), helpers.mlp_spec()
-  alg = ALGORITHMS.get(name)(model, hparams)
+  try:
+    alg = ALGORITHMS.get(name)(model, hparams)
+  except ValueError:   # SCAFFOLD's local step is plain SGD
+    alg = ALGORITHMS.get(name)(model, dataclasses.replace(hparams, client_optimizer='sgd'))
 
   def round_batch(r):
     idx = client_data.sample_clients(len(data.train), num_clients, 0, r)
@@ -59,7 +62,7 @@ def _check_rounds(alg, round_batch, clients_per_call, rounds=2):
       np.testing.assert_allclose(grouped_metrics[key], metrics[key], rtol=1e-5, atol=1e-6)
     _assert_same(grouped_state, state)
   # The rounds moved the state (so equal states are not both the initial one).
-  assert not np.allclose(tf.nest.flatten(state['params'])[0],
+  assert proc.stateful or not np.allclose(tf.nest.flatten(state['params'])[0],
                          tf.nest.flatten(proc.initialize()['params'])[0])
 
 
@@ -72,6 +75,18 @@ def tff_specs(proc):
 def test_grouped_rounds_equal_one_client_per_call(tff_context, name):
   alg, round_batch = _setup(name)
   _check_rounds(alg, round_batch, clients_per_call=2)
+
+
+OTHERS = sorted(set(ALGORITHMS.names()) - {'fedavg', 'fedmeta_maml', 'fedmeta_fomaml',
+                                           'fedmeta_metasgd', 'scaffold'})
+
+
+@pytest.mark.parametrize('name', OTHERS)
+def test_every_algorithm_grouped_equals_one_client_per_call(tff_context, name):
+  """One round of every other registered algorithm (client state included)."""
+  hparams = dataclasses.replace(HPARAMS, population=50, sampled_clients=4)
+  alg, round_batch = _setup(name, num_clients=4, hparams=hparams)
+  _check_rounds(alg, round_batch, clients_per_call=3, rounds=1)
 
 
 def test_maml_second_order_gradient_survives_grouping(tff_context):
