@@ -255,5 +255,15 @@ def machine() -> str:
           f'{load:.1f} at start{" (other jobs running)" if load > 0.5 else ""}')
 
 
+def write_csv(path: str, header: List[str], rows: List[List[str]]) -> None:
+  """The rows measured so far, written atomically."""
+  import csv  # pylint: disable=g-import-not-at-top
+  from tff_meta.program import files  # pylint: disable=g-import-not-at-top
+  with files.atomic_open(path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(header)
+    writer.writerows(rows)
+
+
 def table(header: List[str]) -> None:
   print(markdown_table(header, []), flush=True)   # the rows follow as they are measured

@@ -132,12 +132,13 @@ def _zeros(type_spec: tff.Type):
 
 
 def group_work(client_work, data_spec: Mapping[str, tf.TensorSpec], contribution_type: tff.Type,
-               params, group, client_states=None, *, parallel: int = PARALLEL_CLIENTS):
+               params, group, client_states=None, *, parallel: int = 0):
   """Pure TF: the summed contributions of a group's clients (and their new states, stacked).
 
   `client_work` is the per-client step (`(params, data) -> contribution` or,
   with `client_states`, `(params, state, data) -> (contribution, new_state)`);
-  `contribution_type` the TFF type of one client's contribution.
+  `contribution_type` the TFF type of one client's contribution; `parallel`
+  the clients TF may run at once (0 = `PARALLEL_CLIENTS`).
   """
   ragged = ragged_keys(data_spec)
   rows = group['rows']
@@ -180,7 +181,7 @@ def group_work(client_work, data_spec: Mapping[str, tf.TensorSpec], contribution
 
   _, total, arrays = tf.while_loop(
       lambda i, *_: i < num_clients, body, (tf.constant(0), tf.nest.flatten(zeros), arrays),
-      parallel_iterations=parallel)
+      parallel_iterations=parallel or PARALLEL_CLIENTS)
   total = tf.nest.pack_sequence_as(zeros, total)
   if not stateful:
     return total
