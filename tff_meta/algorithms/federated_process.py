@@ -114,11 +114,8 @@ class FederatedProcess(tff.templates.IterativeProcess):
       return self
     if self._grouped is None:
       if self._grouped_builder is None:
-        from tff_meta.algorithms.grouped import GroupingError  # pylint: disable=g-import-not-at-top
-        raise GroupingError(
-            'Several clients per TFF call need the default aggregator: DP and secure '
-            'aggregation take each client\'s update as its own record (clipped before any '
-            'sum); use clients_per_call = 1.')
+        from tff_meta.algorithms import grouped  # pylint: disable=g-import-not-at-top
+        grouped.refuse_aggregator()
       self._grouped = self._grouped_builder()
     return self._grouped
 

@@ -59,6 +59,13 @@ class GroupingError(ValueError):
   """A process that cannot run several clients per call (module docstring)."""
 
 
+def refuse_aggregator() -> None:
+  raise GroupingError(
+      'Several clients per TFF call need the default aggregator: DP and secure aggregation '
+      'take each client\'s update as its own record (clipped before any sum); use '
+      'clients_per_call = 1.')
+
+
 def ragged_keys(data_spec: Mapping[str, tf.TensorSpec]) -> List[str]:
   """The data keys whose leading dimension varies by client (concatenated in a group)."""
   return [k for k, s in data_spec.items() if s.shape.rank and s.shape[0] is None]

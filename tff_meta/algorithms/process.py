@@ -311,9 +311,7 @@ def build_round(
       client_work, params_type, client_state_type, data_type)
   if grouped:
     if model_aggregator is not None:
-      raise grouped_lib.GroupingError(
-          'Several clients per call need the default aggregator: DP and secure aggregation '
-          'take each client\'s update as its own record; use clients_per_call = 1.')
+      grouped_lib.refuse_aggregator()
     group_work = functools.partial(grouped_lib.group_work, client_work,
                                    collections.OrderedDict(client_data_spec), contribution_type)
     if client_state_type is None:

@@ -11,6 +11,12 @@ The config asks for `resident_state` (the default, issue #13) and
 | 1       | any            | k > 1           | `ChunkedRounds`      |
 | any     | false          | 1               | `PlainRounds`        |
 
+With `clients_per_call` (0, the default: one group per worker once a worker
+gets 2 or more clients; k: groups of at most k) the chosen runner runs the
+process's grouped twin, wrapped in `grouped_rounds.GroupedRounds`: several
+clients per TFF call, the same results. DP and secure aggregation keep one
+client per call (each update is clipped and summed as its own record).
+
 Where a setting cannot apply, the run falls back with a one-line note, or
 stops with a `ConfigError` when it would have to drop a setting the user
 needs to know about. Every runner gives the same results. The benchmarks call
