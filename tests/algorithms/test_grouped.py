@@ -89,6 +89,14 @@ def test_every_algorithm_grouped_equals_one_client_per_call(tff_context, name):
   _check_rounds(alg, round_batch, clients_per_call=3, rounds=1)
 
 
+def test_steps_in_place_marks_fused_adam_client_work():
+  """FedAvg's default client Adam steps graph variables in place (slower in a group)."""
+  assert _setup('fedavg')[0].process.steps_in_place
+  assert not _setup('fedmeta_maml')[0].process.steps_in_place
+  sgd = dataclasses.replace(HPARAMS, client_optimizer='sgd')
+  assert not _setup('fedavg', hparams=sgd)[0].process.steps_in_place
+
+
 def test_maml_second_order_gradient_survives_grouping(tff_context):
   """The group's sum is MAML's, not FOMAML's: the two differ, grouped MAML equals MAML."""
   maml, round_batch = _setup('fedmeta_maml', num_clients=3)

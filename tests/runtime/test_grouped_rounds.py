@@ -99,9 +99,10 @@ def test_grouped_resident_rounds_carry_client_states(tff_context):
   _close(state, expected_state)
 
 
-def _alg(aggregator=None):
+def _alg(aggregator=None, steps_in_place=False):
   return types.SimpleNamespace(display_name='Alg', stateful=False,
-                               process=types.SimpleNamespace(model_aggregator=aggregator))
+                               process=types.SimpleNamespace(model_aggregator=aggregator,
+                                                             steps_in_place=steps_in_place))
 
 
 def test_clients_per_call_choice_and_notes(capsys):
@@ -113,7 +114,11 @@ def test_clients_per_call_choice_and_notes(capsys):
   assert clients_per_call_for(_alg(), 48, 64, 2) == 32        # every worker gets a group
   assert clients_per_call_for(_alg(aggregator=object()), 8, 64, 1) == 1
   assert clients_per_call_for(_alg(aggregator=object()), 0, 64, 1) == 1
+  # A fused Adam stepping in place is slower in a group: not grouped unless asked.
+  assert clients_per_call_for(_alg(steps_in_place=True), 0, 64, 1) == 1
+  assert clients_per_call_for(_alg(steps_in_place=True), 8, 64, 1) == 8
   err = capsys.readouterr().err
+  assert 'its fused Adam steps in graph variables' in err
   assert 'note: Alg: 64 clients per TFF call (64 per round on 1 worker(s)' in err
   assert 'note: clients_per_call=48: 32 clients per call' in err
   assert 'with DP or secure aggregation every client runs in its own TFF call' in err

@@ -15,6 +15,8 @@ at run time:
   `initial_client_state`, both None for a process without it (`stateful`);
 - `grouped()`: the same round with groups of clients as its CLIENTS values
   (`algorithms.grouped`; `is_grouped` marks such a process);
+  `steps_in_place`: one client's work steps a fused Adam in graph variables
+  (`learning.fused_adam`), which a group's loop cannot, so it is slower grouped;
 - `pieces`: the round's TFF computations for runners that recombine them
   (`runtime.chunked`, `runtime.pool_resident`); None when the round cannot
   be recombined that way (client state, or a `model_aggregator`);
@@ -83,6 +85,7 @@ class FederatedProcess(tff.templates.IterativeProcess):
                initial_client_state: Optional[Mapping[str, Any]] = None,
                model_aggregator: Optional[Any] = None,
                pieces: Optional[RoundPieces] = None, is_grouped: bool = False,
+               steps_in_place: bool = False,
                grouped_builder: Optional[Callable[[], 'FederatedProcess']] = None):
     super().__init__(initialize, next_fn)
     if (client_state_type is None) != (initial_client_state is None):
@@ -100,6 +103,7 @@ class FederatedProcess(tff.templates.IterativeProcess):
     self.weighting = weighting
     self.server_optimizer = server_optimizer
     self.is_grouped = is_grouped
+    self.steps_in_place = steps_in_place
     self._grouped_builder = grouped_builder
     self._grouped = None
 

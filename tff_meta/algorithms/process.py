@@ -43,6 +43,7 @@ import tensorflow_federated as tff
 from tff_meta.algorithms import aggregation
 from tff_meta.algorithms import grouped as grouped_lib
 from tff_meta.algorithms.federated_process import FederatedProcess, RoundPieces
+from tff_meta.learning import fused_adam
 from tff_meta.learning.finite import all_finite
 
 WEIGHTINGS = ('uniform', 'num_examples')
@@ -307,8 +308,10 @@ def build_round(
   at_server = lambda t: tff.FederatedType(t, tff.SERVER)
   at_clients = lambda t: tff.FederatedType(t, tff.CLIENTS)
 
+  builds = fused_adam.IN_PLACE_BUILDS
   client_update, contribution_type, contribution_of, state_of = _client_update(
       client_work, params_type, client_state_type, data_type)
+  steps_in_place = fused_adam.IN_PLACE_BUILDS > builds
   if grouped:
     if model_aggregator is not None:
       grouped_lib.refuse_aggregator()
@@ -366,6 +369,7 @@ def build_round(
       client_fn=client_fn, weighting=weighting, server_optimizer=server_optimizer,
       client_state_type=client_state_type, initial_client_state=initial_client_state,
       model_aggregator=model_aggregator, pieces=pieces, is_grouped=grouped,
+      steps_in_place=steps_in_place,
       grouped_builder=None if grouped or model_aggregator is not None else functools.partial(
           build_round, initial_params=initial_params, client_fn=client_fn,
           client_work=client_work, client_data_spec=client_data_spec,

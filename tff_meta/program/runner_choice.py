@@ -79,7 +79,9 @@ def clients_per_call_for(alg: Algorithm, clients_per_call: int, num_clients: int
 
   0 (the default) groups each worker's share of the round's clients into one call
   when that share has at least `AUTO_MIN_CLIENTS` clients (faster there,
-  docs/RESULTS.md); DP and secure aggregation need one client per call.
+  docs/DECISIONS.md), unless the client work steps a fused Adam in place
+  (`process.steps_in_place`: FedAvg's default, slower in a group); DP and
+  secure aggregation need one client per call.
   """
   if alg.process.model_aggregator is not None:
     if clients_per_call > 1:
@@ -90,6 +92,11 @@ def clients_per_call_for(alg: Algorithm, clients_per_call: int, num_clients: int
   share = -(-num_clients // workers)
   if clients_per_call == 0:
     if share < AUTO_MIN_CLIENTS:
+      return 1
+    if getattr(alg.process, 'steps_in_place', False):
+      note(f'{alg.display_name}: one client per TFF call (its fused Adam steps in graph '
+           'variables, which a group of clients cannot; slower grouped). Set clients_per_call '
+           '> 1 to group anyway.')
       return 1
     note(f'{alg.display_name}: {share} clients per TFF call ({num_clients} per round on '
          f'{workers} worker(s); clients_per_call = 0 groups them when faster, 1 = one client '
