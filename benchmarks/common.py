@@ -122,22 +122,27 @@ def tff_rounds(alg, batch, mode, pool, num_calls):
 
   `default` is the path `programs.train` takes with no flag: the runner the
   training loop's own `choose_runner` picks with the config defaults
-  (`resident_state`); `resident` is `ResidentRounds`; `plain` is
-  `PlainRounds`. The state is fetched after the
-  first call (the check) and the last.
+  (`resident_state`, `clients_per_call`); `resident` is
+  `ResidentRounds` (one client per call); `grouped` the resident path with all
+  the round's clients in one call per worker, `groupedK` with groups of at
+  most K clients (`runtime/grouped_rounds.py`); `plain` is `PlainRounds`. The state is fetched after the first call
+  (the check) and the last.
   """
   needs_state = lambda r: r in (1, num_calls)
-  if mode in ('default', 'resident'):
-    if mode == 'default':
+  if mode in ('default', 'resident') or mode.startswith('grouped'):
+    if mode == 'default' or mode.startswith('grouped'):
       defaults = ExperimentConfig()
+      per_call = (defaults.clients_per_call if mode == 'default'
+                  else int(mode[len('grouped'):] or -(-len(batch) // len(pool.addresses))))
       runner = choose_runner(alg, pool,
                              resident_state=defaults.resident_state, num_clients=len(batch),
-                             round_batch=lambda r: batch, needs_state=needs_state)
+                             round_batch=lambda r: batch, needs_state=needs_state,
+                             clients_per_call=per_call)
     else:
       runner = ResidentRounds(alg.process, pool.addresses[0], len(batch), needs_state)
     return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close
   if mode != 'plain':
-    raise ValueError(f'unknown mode {mode!r}: default, resident or plain.')
+    raise ValueError(f'unknown mode {mode!r}: default, resident, plain, grouped or groupedK.')
   runner = PlainRounds(alg.process)
   return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close
 
@@ -249,6 +254,16 @@ def machine() -> str:
   load = os.getloadavg()[0]
   return (f'{os.cpu_count()} cores, {mem_kb / 2**20:.0f} GiB memory, load average '
           f'{load:.1f} at start{" (other jobs running)" if load > 0.5 else ""}')
+
+
+def write_csv(path: str, header: List[str], rows: List[List[str]]) -> None:
+  """The rows measured so far, written atomically."""
+  import csv  # pylint: disable=g-import-not-at-top
+  from tff_meta.core import files  # pylint: disable=g-import-not-at-top
+  with files.atomic_open(path, 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(header)
+    writer.writerows(rows)
 
 
 def table(header: List[str]) -> None:

@@ -70,7 +70,7 @@ FLAGS = flags.FLAGS
 
 def _scores():
   """--scores: runs scored again on other clients (`analysis/rescored.py`)."""
-  from research.rescored import scores  # pylint: disable=g-import-not-at-top
+  from tff_meta.analysis import rescored  # pylint: disable=g-import-not-at-top
   from tff_meta.core import files  # pylint: disable=g-import-not-at-top
   scores, clients = rescored.read(FLAGS.scores)
   reference = 'FedAvg' if FLAGS.reference is None else (FLAGS.reference or None)
@@ -124,5 +124,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  from research.rescored.scores import ScoresError  # noqa: E402
+  from tff_meta.analysis.rescored import ScoresError  # noqa: E402
   cli.run(main, (run_folder.RunFolderError, ScoresError))

@@ -1,4 +1,4 @@
-"""research/rescored/scores.py and programs.report --scores: per-method summaries of runs
+"""tff_meta/analysis/rescored.py and programs.report --scores: per-method summaries of runs
 scored on other clients, checked against hand computation."""
 
 import json
@@ -11,7 +11,7 @@ from scipy import stats
 
 from tests.conftest import REPO
 from tests.programs.program_client import assert_clean_error
-from research.rescored import scores
+from tff_meta.analysis import rescored
 
 IDS = ['w1', 'w2', 'w3']
 

@@ -13,6 +13,10 @@ at run time:
 - `client_update`: the client's TFF computation (tests call it alone);
 - client state (`algorithms.stateful`): `client_state_type` and
   `initial_client_state`, both None for a process without it (`stateful`);
+- `grouped()`: the same round with groups of clients as its CLIENTS values
+  (`algorithms.grouped`; `is_grouped` marks such a process);
+  `steps_in_place`: one client's work steps a fused Adam in graph variables
+  (`learning.fused_adam`), which a group's loop cannot, so it is slower grouped;
 - `pieces`: the round's TFF computations for runners that recombine them
   (`runtime.pool_resident`); None when the round cannot
   be recombined that way (client state, or a `model_aggregator`);
@@ -80,7 +84,9 @@ class FederatedProcess(tff.templates.IterativeProcess):
                client_state_type: Optional[tff.Type] = None,
                initial_client_state: Optional[Mapping[str, Any]] = None,
                model_aggregator: Optional[Any] = None,
-               pieces: Optional[RoundPieces] = None):
+               pieces: Optional[RoundPieces] = None, is_grouped: bool = False,
+               steps_in_place: bool = False,
+               grouped_builder: Optional[Callable[[], 'FederatedProcess']] = None):
     super().__init__(initialize, next_fn)
     if (client_state_type is None) != (initial_client_state is None):
       raise ValueError('client_state_type and initial_client_state go together.')
@@ -96,6 +102,26 @@ class FederatedProcess(tff.templates.IterativeProcess):
     self.client_fn = client_fn
     self.weighting = weighting
     self.server_optimizer = server_optimizer
+    self.is_grouped = is_grouped
+    self.steps_in_place = steps_in_place
+    self._grouped_builder = grouped_builder
+    self._grouped = None
+
+  def grouped(self) -> 'FederatedProcess':
+    """This round with several clients per TFF call (`algorithms.grouped`), built once.
+
+    Its CLIENTS values are groups of clients (`grouped.pack_groups`), with
+    their states stacked (`grouped.stack_states`); same state and results.
+    Raises `grouped.GroupingError` for a process with a `model_aggregator`.
+    """
+    if self.is_grouped:
+      return self
+    if self._grouped is None:
+      if self._grouped_builder is None:
+        from tff_meta.algorithms import grouped  # pylint: disable=g-import-not-at-top
+        grouped.refuse_aggregator()
+      self._grouped = self._grouped_builder()
+    return self._grouped
 
   @property
   def stateful(self) -> bool:

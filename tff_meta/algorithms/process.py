@@ -41,7 +41,9 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import aggregation
+from tff_meta.algorithms import grouped as grouped_lib
 from tff_meta.algorithms.federated_process import FederatedProcess, RoundPieces
+from tff_meta.learning import fused_adam
 from tff_meta.learning.finite import all_finite
 
 WEIGHTINGS = ('uniform', 'num_examples')
@@ -247,12 +249,39 @@ def aggregated_body(server, server_optimizer, model_aggregator, client_update, c
   return body
 
 
+def _client_update(client_work, params_type, client_state_type, data_type):
+  """(client_update, contribution type, contribution_of, state_of) around `client_work`;
+  the last two are None without client state."""
+  if client_state_type is None:
+    @tff.tensorflow.computation(params_type, data_type)
+    def client_update(params, data):
+      return client_work(params, data)
+
+    return client_update, client_update.type_signature.result, None, None
+
+  @tff.tensorflow.computation(params_type, client_state_type, data_type)
+  def client_update(params, client_state, data):   # pylint: disable=function-redefined
+    return client_work(params, client_state, data)
+
+  output_type = client_update.type_signature.result
+
+  @tff.tensorflow.computation(output_type)
+  def contribution_of(output):
+    return output[0]
+
+  @tff.tensorflow.computation(output_type)
+  def state_of(output):
+    return output[1]
+
+  return client_update, output_type[0], contribution_of, state_of
+
+
 @aggregation.quiet_tracing
 def build_round(
     *, initial_params: Mapping[str, list], client_fn: Callable, client_work: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer, weighting: str,
     client_state_type=None, initial_client_state=None,
-    model_aggregator=None) -> FederatedProcess:
+    model_aggregator=None, grouped: bool = False) -> FederatedProcess:
   """The one round's `FederatedProcess`, with or without client state.
 
   Shared by `build_federated_process` and `stateful.build_stateful_process`.
@@ -267,6 +296,9 @@ def build_round(
   `model_aggregator` (a `tff.aggregators` factory, see `aggregation`; None =
   the weighted mean in the single `federated_sum`) aggregates the update;
   `client_work` must then send it unweighted (`premultiply=False`).
+  `grouped` builds the grouped round (module `grouped`): each CLIENTS value
+  is a group of clients, with its clients' states stacked; the process's
+  `grouped()` builds this twin of an ungrouped one.
   """
   check_weighting(weighting)
   aggregation.check_weighting(model_aggregator, weighting)
@@ -276,26 +308,24 @@ def build_round(
   at_server = lambda t: tff.FederatedType(t, tff.SERVER)
   at_clients = lambda t: tff.FederatedType(t, tff.CLIENTS)
 
-  if client_state_type is None:
-    @tff.tensorflow.computation(params_type, data_type)
-    def client_update(params, data):
-      return client_work(params, data)
-
-    contribution_type = client_update.type_signature.result
-  else:
-    @tff.tensorflow.computation(params_type, client_state_type, data_type)
-    def client_update(params, client_state, data):
-      return client_work(params, client_state, data)
-
-    contribution_type = client_update.type_signature.result[0]
-
-    @tff.tensorflow.computation(client_update.type_signature.result)
-    def contribution_of(output):
-      return output[0]
-
-    @tff.tensorflow.computation(client_update.type_signature.result)
-    def state_of(output):
-      return output[1]
+  builds = fused_adam.IN_PLACE_BUILDS
+  client_update, contribution_type, contribution_of, state_of = _client_update(
+      client_work, params_type, client_state_type, data_type)
+  steps_in_place = fused_adam.IN_PLACE_BUILDS > builds
+  if grouped:
+    if model_aggregator is not None:
+      grouped_lib.refuse_aggregator()
+    group_work = functools.partial(grouped_lib.group_work, client_work,
+                                   collections.OrderedDict(client_data_spec), contribution_type)
+    if client_state_type is None:
+      work = group_work
+    else:
+      work = lambda params, states, group: group_work(params, group, states)
+      client_state_type = tff.types.tensorflow_to_type(grouped_lib.stacked_spec(
+          tff.types.type_to_tf_tensor_specs(client_state_type)))
+    data_type = tff.types.tensorflow_to_type(grouped_lib.group_spec(client_data_spec))
+    client_update, contribution_type, contribution_of, state_of = _client_update(
+        work, params_type, client_state_type, data_type)
 
   get_params, initialize = server.get_params, server.initialize
   if model_aggregator is None:
@@ -338,7 +368,14 @@ def build_round(
       data_type=data_type, client_output_type=contribution_type, client_update=client_update,
       client_fn=client_fn, weighting=weighting, server_optimizer=server_optimizer,
       client_state_type=client_state_type, initial_client_state=initial_client_state,
-      model_aggregator=model_aggregator, pieces=pieces)
+      model_aggregator=model_aggregator, pieces=pieces, is_grouped=grouped,
+      steps_in_place=steps_in_place,
+      grouped_builder=None if grouped or model_aggregator is not None else functools.partial(
+          build_round, initial_params=initial_params, client_fn=client_fn,
+          client_work=client_work, client_data_spec=client_data_spec,
+          server_optimizer=server_optimizer, weighting=weighting,
+          client_state_type=client_state_type, initial_client_state=initial_client_state,
+          grouped=True))
 
 
 def build_federated_process(

@@ -175,7 +175,7 @@ def _cost(runs: Sequence[Any], key: str) -> Dict[int, float]:
 
 
 def _rescored(roots: List[str]) -> Callable[[List[str], str], str]:
-  from research.rescored import scores  # pylint: disable=g-import-not-at-top
+  from tff_meta.analysis import rescored  # pylint: disable=g-import-not-at-top
   scores, _ = rescored.read(','.join(roots))
 
   def value(group: List[str], metric: str) -> str:

@@ -69,6 +69,11 @@ class ExperimentConfig:
       True, 'Keep the server state on the TFF worker between rounds and fetch it only on '
       'evaluation and checkpoint rounds (default; same results as false). On a pool the state '
       'stays on worker 0. Falls back, with a note, for algorithms with client state on a pool.')
+  clients_per_call: int = option(
+      0, 'Clients run in one TFF call: k > 1 sends groups of at most k clients to each call '
+      '(their client work in one TF graph, summed before the aggregation; same results as 1); '
+      '1 = one client per call; 0 (default) = one group per worker when a worker gets 2 or more '
+      'clients per round. DP and secure aggregation always run one client per call.')
   max_concurrent_calls: int = option(
       -1, 'Computation calls each local TFF worker runs at once (its '
       '--max_concurrent_computation_calls); -1 = no bound: a round runs all its clients '
@@ -124,6 +129,9 @@ class ExperimentConfig:
     for key in ('rounds', 'clients_per_round', 'eval_every', 'checkpoint_every'):
       if getattr(self, key) < 1:
         raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
+    if self.clients_per_call < 0:
+      raise ConfigError(f'clients_per_call must be >= 0 (0 = automatic), got '
+                        f'{self.clients_per_call}.')
     if self.final_eval_rounds < 1 or self.final_eval_rounds > self.rounds:
       raise ConfigError(f'final_eval_rounds must be in [1, rounds={self.rounds}], '
                         f'got {self.final_eval_rounds}.')

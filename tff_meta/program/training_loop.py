@@ -379,7 +379,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
                resident_state: bool = True,
-               resample_support: bool = False,
+               clients_per_call: int = 1, resample_support: bool = False,
                privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
@@ -407,7 +407,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     runner = choose_runner(alg, pool,
                            resident_state=resident_state, num_clients=sampler.num_clients,
                            round_batch=lambda r: sampler.sample(r).batch,
-                           needs_state=schedule.needs_state)
+                           needs_state=schedule.needs_state, clients_per_call=clients_per_call)
     bar = _progress(rounds, start, alg.display_name, show_progress)
     last_eval, divergence = float('nan'), Divergence(alg, output_dir)
     with runner:
@@ -469,7 +469,7 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
         final_eval_rounds: int = 1,
-        resident_state: bool = True, resample_support: bool = False,
+        resident_state: bool = True, clients_per_call: int = 1, resample_support: bool = False,
         privacy: Optional[Budget] = None,
         on_start: Optional[Callable[[], None]] = None,
         max_concurrent_calls: int = -1) -> RunResult:
@@ -478,7 +478,9 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
 
   `resident_state` keeps the server state on the worker between rounds
   (`runtime.resident`), fetched on evaluation and checkpoint rounds; it gives
-  the results of plain rounds. `resample_support` draws each training
+  the results of plain rounds. `clients_per_call` runs groups of that many
+  clients per TFF call (0 = `runner_choice`'s pick; same results).
+  `resample_support` draws each training
   client's support/query split afresh every round (`protocol.resample_split`).
   `privacy` (a DP run's `privacy.Budget`) adds epsilon to eval.csv, the
   progress bar and the result.
@@ -489,8 +491,8 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress,
                 final_eval_rounds=final_eval_rounds,
-                resident_state=resident_state, resample_support=resample_support,
-                privacy=privacy, on_start=on_start)
+                resident_state=resident_state, clients_per_call=clients_per_call,
+                resample_support=resample_support, privacy=privacy, on_start=on_start)
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:

@@ -50,6 +50,7 @@ from tensorflow_federated.proto.v0 import executor_pb2
 # RemoteValue is not exported under tff.framework in TFF 0.87.
 from tensorflow_federated.python.core.impl.executors import remote_executor
 
+from tff_meta.runtime import fast_values
 from tff_meta.runtime.resident import LoopThread
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner, check_no_client_states
 from tff_meta.runtime.tls import TlsFiles, open_channel
@@ -174,7 +175,8 @@ class PoolResidentRounds(RoundRunner):
     lead = self._workers[0]
     params_of, partial, merge, finish = self._fns[0]
     if state is not self._returned or self._remote_state is None:
-      self._remote_state = await lead.executor.create_value(state, self._types.parameter[0])
+      self._remote_state = await fast_values.create_value(
+          lead.executor, state, self._types.parameter[0])
     params = await lead.call(params_of, self._remote_state)
     params_proto = lead.raw(params) if len(self._workers) > 1 else None
     data_type = self._types.parameter[1]
@@ -187,8 +189,8 @@ class PoolResidentRounds(RoundRunner):
       worker, count = self._workers[i], self._counts[i]
 
       async def share_and_call():
-        share = await worker.executor.create_value(
-            list(batch[offsets[i]:offsets[i] + count]), data_type)
+        share = await fast_values.create_value(
+            worker.executor, list(batch[offsets[i]:offsets[i] + count]), data_type)
         worker_params = params if i == 0 else worker.adopt(params_proto, self._param_type)
         part = await worker.call(self._fns[i][1], worker_params, share)
         return part, (worker.raw(part) if i > 0 else None)

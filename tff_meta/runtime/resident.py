@@ -34,6 +34,7 @@ from typing import Optional, Sequence
 
 import tensorflow_federated as tff
 
+from tff_meta.runtime import fast_values
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner
 from tff_meta.runtime.tls import TlsFiles, open_channel
 
@@ -83,7 +84,8 @@ class ResidentRounds(RoundRunner):
 
   async def _round(self, state, inputs):
     if state is not self._returned or self._remote_state is None:
-      self._remote_state = await self._executor.create_value(state, self._types.parameter[0])
+      self._remote_state = await fast_values.create_value(
+          self._executor, state, self._types.parameter[0])
     elements = list(tff.structure.iter_elements(self._types.parameter))
     if len(inputs) != len(elements) - 1:
       raise ValueError(f'process.next takes {len(elements) - 1} argument(s) after the state, '
@@ -92,7 +94,7 @@ class ResidentRounds(RoundRunner):
     for value, (_, value_type) in zip(inputs, elements[1:]):
       value = list(value) if isinstance(value_type, tff.FederatedType) and \
           value_type.placement is tff.CLIENTS else value
-      values.append(await self._executor.create_value(value, value_type))
+      values.append(await fast_values.create_value(self._executor, value, value_type))
     arg = await self._executor.create_struct(
         collections.OrderedDict(zip([name for name, _ in elements], values)))
     call = await self._executor.create_call(self._fn, arg)
