@@ -17,7 +17,7 @@ import tomllib
 from typing import Any, Dict, Iterable, List, Mapping, Optional
 
 from tff_meta.core import files
-from tff_meta.core.run_folder import CONFIG_FILE, RunFolderError
+from tff_meta.core.run_folder import CONFIG_FILE, RunFolderError, short_error
 
 class _Absent:
   def __repr__(self) -> str:

@@ -39,7 +39,7 @@ import dataclasses
 import json
 import os
 import tomllib
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
