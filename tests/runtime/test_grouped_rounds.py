@@ -63,10 +63,10 @@ def test_grouped_pool_rounds_equal_process_next(tff_context):
   expected = _expected(proc, round_batch, 2)
   alg = types.SimpleNamespace(display_name='FOMAML', stateful=False, process=proc)
   with WorkerPool.local(2) as pool:
-    # 5 clients on 2 workers: groups of 3 and 2, one per worker.
+    # 5 clients on 2 workers: at most 3 per call, so that both workers get a group.
     runner = choose_runner(alg, pool, resident_state=True, num_clients=5,
                            round_batch=round_batch, needs_state=lambda r: r == 2,
-                           clients_per_call=0)
+                           clients_per_call=4)
     assert isinstance(runner._inner, PoolResidentRounds)  # pylint: disable=protected-access
     assert runner.clients_per_call == 3
     _run(runner, proc, round_batch, 2, expected)
@@ -107,6 +107,10 @@ def _alg(aggregator=None, steps_in_place=False):
 def test_clients_per_call_choice_and_notes(capsys):
   assert clients_per_call_for(_alg(), 1, 64, 1) == 1
   assert clients_per_call_for(_alg(), 0, 1, 1) == 1           # one client: nothing to group
+  assert clients_per_call_for(_alg(), 0, 7, 1) == 1           # below AUTO_MIN_CLIENTS
+  assert clients_per_call_for(_alg(), 0, 8, 1) == 8
+  assert clients_per_call_for(_alg(), 0, 14, 2) == 1          # 7 per worker
+  assert clients_per_call_for(_alg(), 0, 15, 2) == 8          # 8 and 7
   assert clients_per_call_for(_alg(), 0, 64, 1) == 64
   assert clients_per_call_for(_alg(), 0, 64, 2) == 32         # one group per worker
   assert clients_per_call_for(_alg(), 16, 64, 2) == 16
@@ -120,6 +124,7 @@ def test_clients_per_call_choice_and_notes(capsys):
   assert 'its fused Adam steps in graph variables' in err
   assert 'note: Alg: 64 clients per TFF call (64 per round on 1 worker(s)' in err
   assert 'note: clients_per_call=48: 32 clients per call' in err
+  assert 'note: clients_per_call=4: 3 clients per call' not in err
   assert 'with DP or secure aggregation every client runs in its own TFF call' in err
 
 

@@ -10,7 +10,7 @@ The config asks for `resident_state` (the default); the executor is the `WorkerP
 | any     | false          | `PlainRounds`        |
 
 With `clients_per_call` (0, the default: one group per worker once a worker
-gets 2 or more clients; k: groups of at most k) the chosen runner runs the
+gets 8 or more clients; k: groups of at most k) the chosen runner runs the
 process's grouped twin, wrapped in `grouped_rounds.GroupedRounds`: several
 clients per TFF call, the same results. DP and secure aggregation keep one
 client per call (each update is clipped and summed as its own record).
@@ -33,7 +33,7 @@ from tff_meta.runtime.resident import ResidentRounds
 from tff_meta.runtime.rounds import NeedsState, PlainRounds, RoundRunner
 
 # clients_per_call = 0 groups a worker's clients into one call from this many on.
-AUTO_MIN_CLIENTS = 2
+AUTO_MIN_CLIENTS = 8
 
 
 def choose_runner(alg: Algorithm, pool: WorkerPool, *,
