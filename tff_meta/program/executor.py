@@ -30,7 +30,10 @@ from tff_meta.runtime.workers import worker_binary_path
 EXECUTORS = ('local', 'workers')
 
 
-def define_flags(flags_module) -> None:
+def define_flags(flags_module, progress: bool = False) -> None:
+  """The executor flags of a training program; with `progress`, also --progress."""
+  if progress:
+    flags_module.DEFINE_bool('progress', True, 'Show progress bars (off: for logs).')
   flags_module.DEFINE_enum('executor', 'local', list(EXECUTORS),
                            'local: start TFF C++ workers here; workers: use --workers.')
   flags_module.DEFINE_integer('local_workers', 1, 'With --executor=local: how many local '

@@ -21,8 +21,7 @@ def define_flags() -> None:
   """Defines this command's flags (absl's global FLAGS)."""
   config_lib.define_flags(flags)
   flags.adopt_module_key_flags(config_lib)
-  flags.DEFINE_bool('progress', True, 'Show a progress bar.')
-  executor.define_flags(flags)
+  executor.define_flags(flags, progress=True)
 
 
 FLAGS = flags.FLAGS

@@ -16,18 +16,16 @@ from absl import flags
 from tff_meta.core import config_file
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.core.config_file import ConfigError
-from tff_meta.fewround import baselines
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment
-from tff_meta.fewround import tasks
 from tff_meta.program import errors, executor
+from tff_meta.program.commands import fewround_train
 from tff_meta.core import files
 
 def define_flags() -> None:
   """Defines this command's flags (absl's global FLAGS)."""
   config_lib.define_flags(flags)
-  flags.DEFINE_bool('progress', True, 'Show progress bars.')
-  executor.define_flags(flags)
+  executor.define_flags(flags, progress=True)
   flags.DEFINE_multi_string('grid', [], 'KEY=V1,V2,... : values of one config key to try '
                             '(repeat the flag for more keys; all combinations run).')
 
@@ -87,14 +85,7 @@ def main(argv):
   del argv
   try:
     grid = parse_grid(FLAGS.grid)
-    cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
-    for method in cfg.methods:
-      baselines.METHODS.get(method)
-    cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
-    cfg = config_lib.without_download(cfg, FLAGS.no_download,
-                                      tasks.takes_option(cfg.dataset, 'download'))
-    cfg = config_lib.without_download(cfg, FLAGS.no_download,
-                                      tasks.takes_option(cfg.dataset, 'download'))
+    cfg = fewround_train.load_config()
     if not FLAGS.output_dir:
       cfg = dataclasses.replace(cfg, output_dir=os.path.join(
           'runs', cfg.name + '_sweep'))

@@ -23,22 +23,27 @@ from tff_meta.core import files
 def define_flags() -> None:
   """Defines this command's flags (absl's global FLAGS)."""
   config_lib.define_flags(flags)
-  flags.DEFINE_bool('progress', True, 'Show progress bars.')
-  executor.define_flags(flags)
+  executor.define_flags(flags, progress=True)
 
 
 FLAGS = flags.FLAGS
 
 
+def load_config():
+  """The config of the command line: --config with every flag's override, its methods known,
+  --data_path and --no_download applied to its data source (not yet validated)."""
+  cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
+  for method in cfg.methods:
+    baselines.METHODS.get(method)
+  cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
+  return config_lib.without_download(cfg, FLAGS.no_download,
+                                     tasks.takes_option(cfg.dataset, 'download'))
+
+
 def main(argv):
   del argv
   try:
-    cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
-    for method in cfg.methods:
-      baselines.METHODS.get(method)
-    cfg = config_lib.with_data_path(cfg, FLAGS.data_path, tasks.path_option(cfg.dataset))
-    cfg = config_lib.without_download(cfg, FLAGS.no_download,
-                                      tasks.takes_option(cfg.dataset, 'download'))
+    cfg = load_config()
     cfg.validate()
     out = cfg.resolved_output_dir()
     files.require_folder(out)

@@ -24,8 +24,7 @@ from tff_meta.recommendation import experiment
 def define_flags() -> None:
   """Defines this command's flags (absl's global FLAGS)."""
   config_lib.define_flags(flags)
-  flags.DEFINE_bool('progress', True, 'Show a progress bar.')
-  executor.define_flags(flags)
+  executor.define_flags(flags, progress=True)
 
 
 FLAGS = flags.FLAGS
