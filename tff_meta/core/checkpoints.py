@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from typing import Any, Mapping, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +27,7 @@ import tensorflow_federated as tff
 from tensorflow_federated.python.program import file_utils
 
 from tff_meta.core import run_folder
+from tff_meta.core.config_file import OLD_KEYS
 from tff_meta.core.run_folder import CHECKPOINTS_DIR, CONFIG_FILE
 
 
@@ -94,15 +95,15 @@ async def load_latest(manager: tff.program.FileProgramStateManager, root: str, i
 
 
 def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
-                   config_file: str = CONFIG_FILE,
-                   renamed: Optional[Mapping[str, str]] = None) -> None:
+                   config_file: str = CONFIG_FILE) -> None:
   """Refuses to resume a checkpoint that another configuration wrote.
 
   When `output_dir` has checkpoints and the config it saved differs from
   `current` in one of `keys` (e.g. algorithm, dataset, model), resuming would
   mix two runs (or load a same-shaped state of another algorithm). Checked
-  before anything is written. `renamed` maps a key's old name, which an older
-  saved config may have, to its name in `current`.
+  before anything is written. A saved key that was renamed since
+  (`config_file.OLD_KEYS`) is refused with its new name: the file is to be
+  rewritten once, as the committed run folders were.
   """
   checkpoints = os.path.join(output_dir, CHECKPOINTS_DIR)
   saved_path = os.path.join(output_dir, config_file)
@@ -119,7 +120,11 @@ def check_same_run(output_dir: str, keys: Sequence[str], current: dict,
         f'{saved_path} (the config of the checkpointed run in {output_dir}) cannot be read '
         f'({run_folder.short_error(e)}); use a new --output_dir, or delete {output_dir} '
         'to start over.') from None
-  saved = {(renamed or {}).get(k, k): v for k, v in saved.items()}
+  for key in saved:
+    if key in OLD_KEYS:
+      raise IncompatibleCheckpointError(
+          f'{saved_path}: key {key!r} was renamed {OLD_KEYS[key]!r}; rename it there (same '
+          'meaning) to resume this run.')
   differ = [k for k in keys if k in saved and saved[k] != current.get(k)]
   if differ:
     was = ', '.join(f'{k}={saved[k]!r}' for k in differ)

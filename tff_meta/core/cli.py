@@ -45,7 +45,7 @@ from typing import Callable, NoReturn, Tuple, Type
 
 from absl import app, flags
 
-from tff_meta.core import logs
+from tff_meta.core import config_file, logs
 
 INTERNAL_ERROR_EXIT_CODE = 70   # EX_SOFTWARE (sysexits.h)
 INTERRUPTED_EXIT_CODE = 130     # 128 + SIGINT, as shells report Ctrl-C
@@ -139,11 +139,14 @@ def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
 
 
 def parse_flags(argv):
-  """absl's flag parsing, with its errors as one `error:` line instead of `FATAL ...`."""
+  """absl's flag parsing, with its errors as one `error:` line instead of `FATAL ...`; an old
+  key's flag (`config_file.OLD_KEYS`) names the new one."""
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    fail(f'{e} (--helpshort lists the flags).')
+    renamed = config_file.renamed_hint(getattr(e, 'flagname', '') or '').replace(
+        ': write ', ': write --')
+    fail(f'{e}{renamed} (--helpshort lists the flags).')
 
 
 def _on_sigterm(signum, frame) -> NoReturn:

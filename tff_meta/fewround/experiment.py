@@ -49,8 +49,8 @@ def prepare_output(cfg, out: str) -> None:
 
   Each preparing stage keeps its checkpoints in <out>/<stage>/checkpoints
   (`baselines.Context.run_dir`); the config they were written with is
-  <out>/config.toml. A config.toml that has a key's old name
-  (`FewRoundConfig.RENAMED`, e.g. meta_lr) holds the same setting.
+  <out>/config.toml. One with a key's old name (e.g. meta_lr) is refused with
+  its new name.
   """
   files.claim_folder(out)   # one writer at a time; before its checkpoints are read
   current = tomllib.loads(config_file.to_toml(cfg))
@@ -58,8 +58,7 @@ def prepare_output(cfg, out: str) -> None:
   for stage in sorted(os.listdir(out)):   # claim_folder made it
     if os.path.isdir(os.path.join(out, stage, CHECKPOINTS_DIR)):
       checkpoints.check_same_run(os.path.join(out, stage), keys, current,
-                                 config_file=os.path.join(os.pardir, CONFIG_FILE),
-                                 renamed=FewRoundConfig.RENAMED)
+                                 config_file=os.path.join(os.pardir, CONFIG_FILE))
   files.write_text(os.path.join(out, CONFIG_FILE), config_file.to_toml(cfg))
   provenance.record(out)   # each stage resumes on its own: the start is left blank
 
