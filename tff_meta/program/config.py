@@ -21,7 +21,6 @@ from tff_meta.core import config_file
 from tff_meta.algorithms import ALGORITHMS, Hparams, readers
 from tff_meta.core.config_file import ConfigError, coerce_value, load_toml, table
 from tff_meta.core.fields import Check, at_least, check_fields, field, fraction, help_of
-
 from tff_meta.data import DATASETS
 from tff_meta.models import MODELS
 from tff_meta.program import config_checks, privacy
@@ -81,17 +80,17 @@ class ExperimentConfig:
   dp_noise_multiplier: float = field(
       0.0, 'Differential privacy: noise multiplier z; the sum of clipped updates gets '
       'N(0, (z * clip)^2) noise (0 = no noise, epsilon = inf). Needs dp_clip. See '
-      'docs/PRIVACY.md.')
+      'docs/PRIVACY.md.', at_least(0))
   dp_clip: str = field(
       '', 'Differential privacy: L2 clip norm of each client\'s update (meta-gradient, model '
       'delta), or "adaptive" (tracks dp_clip_quantile of the norms); empty = no DP. DP makes '
       'the mean uniform over the round\'s clients.')
   dp_clip_quantile: float = field(
       0.5, 'Differential privacy with dp_clip = adaptive: the target quantile of update norms '
-      'left unclipped, in (0, 1).')
+      'left unclipped.', fraction())
   dp_delta: float = field(
       0.0, 'Differential privacy: delta of the reported epsilon; 0 = 1/N^1.1 with N the number '
-      'of training clients.')
+      'of training clients.', fraction(zero_ok=True))
   secure_aggregation: bool = field(
       False, 'Sum the clients\' updates with TFF\'s secure sum (SecureSumFactory, 32-bit '
       'quantization; simulated on this executor). Composes with DP.')
