@@ -178,7 +178,7 @@ def to_toml(cfg) -> str:
   for field in dataclasses.fields(cfg):
     value = getattr(cfg, field.name)
     if not is_table(field):
-      lines.append(f'{_key(field.name)} = {_value(value)}')
+      lines.append(f'{_key(field.name)} = {toml_value(value)}')
     elif field.metadata.get('nested'):
       tables += [(f'{field.name}.{_key(k)}', v) for k, v in value.items()]
     else:
@@ -186,7 +186,7 @@ def to_toml(cfg) -> str:
                      else value))
   for name, values in tables:
     lines.append(f'\n[{name}]')
-    lines.extend(f'{_key(k)} = {_value(v)}' for k, v in values.items())
+    lines.extend(f'{_key(k)} = {toml_value(v)}' for k, v in values.items())
   return '\n'.join(lines) + '\n'
 
 
@@ -200,15 +200,15 @@ def _string(text: str) -> str:
   return '"' + ''.join(c if c >= ' ' and c != '\x7f' else f'\\u{ord(c):04x}' for c in text) + '"'
 
 
-def _value(value: Any) -> str:
+def toml_value(value: Any) -> str:
   if isinstance(value, bool):
     return 'true' if value else 'false'
   if isinstance(value, (int, float)):
     return repr(value)   # inf and nan are TOML too
   if isinstance(value, (list, tuple)):
-    return '[' + ', '.join(_value(v) for v in value) + ']'
+    return '[' + ', '.join(toml_value(v) for v in value) + ']'
   if isinstance(value, dict):
-    return '{' + ', '.join(f'{_key(k)} = {_value(v)}' for k, v in value.items()) + '}'
+    return '{' + ', '.join(f'{_key(k)} = {toml_value(v)}' for k, v in value.items()) + '}'
   return _string(str(value))
 
 
