@@ -144,9 +144,11 @@ def parse_flags(argv):
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    renamed = config_file.renamed_hint(getattr(e, 'flagname', '') or '').replace(
-        ': write ', ': write --')
-    fail(f'{e}{renamed} (--helpshort lists the flags).')
+    name = getattr(e, 'flagname', None)
+    if name in config_file.OLD_KEYS:   # absl's "did you mean" would guess another key
+      hint = config_file.renamed_hint(name).replace(': write ', ': write --')
+      fail(f'Unknown command line flag {name!r}{hint}.')
+    fail(f'{e} (--helpshort lists the flags).')
 
 
 def _on_sigterm(signum, frame) -> NoReturn:

@@ -23,7 +23,7 @@ import tensorflow_federated as tff
 from tff_meta.core import config_file, provenance
 from tff_meta.analysis.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, process, tasks
-from tff_meta.fewround.config import FewRoundConfig, toml_defaults
+from tff_meta.fewround.config import toml_defaults
 from tff_meta.core import checkpoints, files
 from tff_meta.core.run_folder import CHECKPOINTS_DIR, CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
 
