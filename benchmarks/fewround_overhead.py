@@ -118,7 +118,7 @@ def main(argv):
   overrides = {'inner_lr': FLAGS.inner_lr, 'local_steps': FLAGS.local_steps}
   hp = cfg.hparams(gamma=gamma, **{k: v for k, v in overrides.items() if v is not None})
   model = ctx.model('distance')
-  optimizer = OPTIMIZERS.get(hp.meta_optimizer)(hp.meta_lr)
+  optimizer = OPTIMIZERS.get(hp.server_optimizer)(hp.server_lr)
   total = FLAGS.warmup + FLAGS.episodes
   episodes = [ctx.episode('train', baselines.TRAIN_STREAM, e) for e in range(total)]
   print(f'{FLAGS.method}, {FLAGS.config}: R = {hp.rounds}, E = {hp.local_steps}, '

@@ -8,6 +8,7 @@ import pytest
 from tests.conftest import REPO
 from tff_meta.fewround import config as fewround_config
 from tff_meta.program import config as train_config
+from tff_meta.program import config_doc
 from tff_meta.recommendation import config as recommend_config
 
 CONFIG_DOC = os.path.join(REPO, 'docs', 'CONFIG.md')
@@ -43,3 +44,14 @@ def test_the_check_sees_a_missing_key():
   assert not _documented('resident_state', '| `rounds_per_call` | ... |')
   assert _documented('server_lr', '| `[hparams] server_optimizer`, `server_lr` | ... |')
   assert _documented('data', '| `[data]` | loader options |')
+
+
+def test_config_doc_tables_of_defaults_and_ranges_are_current():
+  # made from the declarations: python -m tff_meta.program.config_doc --write
+  with open(CONFIG_DOC, encoding='utf-8') as f:
+    text = f.read()
+  assert config_doc.render(text) == text, 'run python -m tff_meta.program.config_doc --write'
+  assert '| `rounds` | `100` | >= 1 |' in text
+  assert '| `[hparams] batch_size` | `10` | >= 1 |' in text
+  stale = text.replace('| `rounds` | `100` | >= 1 |', '| `rounds` | `100` | >= 2 |', 1)
+  assert config_doc.render(stale) != stale   # the check sees a stale row

@@ -6,6 +6,7 @@ import pytest
 
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS, Hparams, fedavg, hparams, scaffold
+from tff_meta.core.fields import check_fields
 
 
 def test_every_algorithm_has_a_frozen_hparams_dataclass_with_help():
@@ -28,7 +29,7 @@ def test_the_union_holds_each_algorithms_defaults():
 def test_a_name_must_mean_one_thing():
   @dataclasses.dataclass(frozen=True)
   class Other(hparams.Base):
-    batch_size: int = hparams.hparam(32, 'Another batch size.')
+    batch_size: int = hparams.field(32, 'Another batch size.')
 
   with pytest.raises(TypeError, match="hparam 'batch_size' of Other differs"):
     hparams.table([fedavg.FedAvgHparams, Other])
@@ -45,13 +46,13 @@ def test_entry_takes_its_own_fields_from_a_table_or_mapping():
 
 def test_check_fields_names_the_field_and_its_range():
   with pytest.raises(ValueError, match=r'hparams.batch_size must be >= 1, got 0'):
-    hparams.check_fields(fedavg.FedAvgHparams(batch_size=0), ValueError)
-  with pytest.raises(ValueError, match=r"hparams.weighting must be one of '', 'uniform', "
-                                       r"'num_examples', got 'size'"):
-    hparams.check_fields(fedavg.FedAvgHparams(weighting='size'), ValueError)
+    check_fields(fedavg.FedAvgHparams(batch_size=0), ValueError, prefix='hparams.')
+  with pytest.raises(ValueError, match=r"hparams.weighting must be one of '', uniform, "
+                                       r"num_examples, got 'size'"):
+    check_fields(fedavg.FedAvgHparams(weighting='size'), ValueError, prefix='hparams.')
   with pytest.raises(ValueError, match='hparams.client_lr must be a finite number'):
-    hparams.check_fields(fedavg.FedAvgHparams(client_lr=float('nan')), ValueError)
-  hparams.check_fields(Hparams(), ValueError)   # the defaults are in range
+    check_fields(fedavg.FedAvgHparams(client_lr=float('nan')), ValueError, prefix='hparams.')
+  check_fields(Hparams(), ValueError)   # the defaults are in range
 
 
 def test_scaffold_fills_n_and_s_from_the_run():

@@ -7,29 +7,28 @@ import functools
 import math
 import os
 import tomllib
-from typing import Any, ClassVar, Dict, Tuple
+from typing import Any, Dict, Tuple
 
 import pytest
 from absl import flags
 
 from tff_meta.core import config_file
-from tff_meta.core.config_file import ConfigError, option, table
+from tff_meta.core.config_file import ConfigError, table
+from tff_meta.core.fields import at_least, field
 from tff_meta.fewround import config as fewround_config
 from tff_meta.recommendation import config as recommend_config
 
 
 @dataclasses.dataclass
 class Toy:
-  RENAMED: ClassVar[Dict[str, str]] = {'old_rate': 'rate'}
-
-  name: str = option('toy', 'The name.')
-  steps: int = option(3, 'Steps.')
-  rate: float = option(0.5, 'The rate.')
-  on: bool = option(False, 'Switch.')
-  sizes: Tuple[int, ...] = option((1, 2), 'Sizes.', item=int)
-  split: Tuple[float, ...] = option((0.5, 0.5), 'Split.')
-  words: Tuple[str, ...] = option(('a',), 'Words.', item=str)
-  listed: str = option('', lambda: 'Help made ' + 'late.')
+  name: str = field('toy', 'The name.')
+  steps: int = field(3, 'Steps.', at_least(1))
+  rate: float = field(0.5, 'The rate.')
+  on: bool = field(False, 'Switch.')
+  sizes: Tuple[int, ...] = field((1, 2), 'Sizes.', item=int)
+  split: Tuple[float, ...] = field((0.5, 0.5), 'Split.')
+  words: Tuple[str, ...] = field(('a',), 'Words.', item=str)
+  listed: str = field('', lambda: 'Help made ' + 'late.')
   data: Dict[str, Any] = table('Loader options.')
   per: Dict[str, Dict[str, Any]] = table('Per-method values.', nested=True)
 
@@ -109,9 +108,10 @@ def test_values_read_as_flags_and_toml_alike(tmp_path):
 
 
 def test_an_old_name_is_an_error_naming_the_new_one(tmp_path):
-  with pytest.raises(ConfigError, match=r'toy.toml: old_rate was renamed rate; write rate '):
-    _toy_file(tmp_path, 'old_rate = 0.1\n')
-  with pytest.raises(ConfigError, match='<flags>: old_rate was renamed rate'):
+  with pytest.raises(ConfigError, match=r"toy.toml: unknown key 'meta_lr'; it was renamed "
+                     r"'server_lr': write server_lr instead \(same meaning\)\.$"):
+    _toy_file(tmp_path, 'meta_lr = 0.1\n')
+  with pytest.raises(ConfigError, match=r"<flags>: unknown key 'old_rate'; valid keys: \["):
     config_file.load(Toy, None, {'old_rate': '0.1'})
 
 
@@ -155,21 +155,19 @@ class _Flags:
     self.DEFINE_string = functools.partial(flags.DEFINE_string, flag_values=self.values)
 
 
-def test_flags_come_from_the_fields_and_refuse_old_names():
+def test_flags_come_from_the_fields():
   module = _Flags()
-  config_file.define_flags(module, config_file.scalar_fields(Toy), renamed=Toy.RENAMED)
+  config_file.define_flags(module, config_file.scalar_fields(Toy))
   values = module.values
   assert 'data' not in values and 'per' not in values        # tables have no flag
   assert values['rate'].help == 'The rate. Overrides the config (built-in default 0.5).'
   assert values['listed'].help.startswith('Help made late.')
   names = [f.name for f in config_file.scalar_fields(Toy)]
   values(['prog', '--steps=9', '--on=false'])
-  assert config_file.overrides_from_flags(values, names, Toy.RENAMED) == {'steps': '9',
-                                                                          'on': 'false'}
+  assert config_file.overrides_from_flags(values, names) == {'steps': '9', 'on': 'false'}
   assert config_file.load(Toy, None, config_file.overrides_from_flags(values, names)).on is False
-  values(['prog', '--old_rate=0.2'])
-  with pytest.raises(ConfigError, match=r'^--old_rate was renamed --rate; write --rate=0.2 '):
-    config_file.overrides_from_flags(values, names, Toy.RENAMED)
+  assert values['steps'].help == ('Steps. Must be >= 1. Overrides the config (built-in '
+                                  'default 3).')
 
 
 def test_key_defaults_give_the_scalar_fields_defaults_as_written_and_as_toml_reads_them():

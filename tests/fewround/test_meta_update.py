@@ -45,8 +45,8 @@ def adam(phi, m, v, g, lr, t, b1=0.9, b2=0.999, eps=1e-7):
 @pytest.mark.slow
 def test_server_adam_is_adam_on_the_mean_meta_gradient(tff_worker, tff_context):
   model = fixtures.tiny()
-  hp = P.FewRoundHparams(rounds=1, gamma=0.5, inner_lr=0.05, local_steps=1, meta_lr=0.01,
-                         meta_lr_decay_episode=1, meta_update='server_adam')
+  hp = P.FewRoundHparams(rounds=1, gamma=0.5, inner_lr=0.05, local_steps=1, server_lr=0.01,
+                         server_lr_decay_episode=1, meta_update='server_adam')
   process = P.build_meta_training(model, hp, P.data_spec(SHAPE))
   data = fixtures.clients()[:2]
   data[1] = dict(data[1], query_y=(data[1]['query_y'] + 1) % fixtures.WAYS)   # other gradients
@@ -104,7 +104,7 @@ def test_recomputed_train_prototypes_take_the_query_loss_with_p_r(tff_worker, tf
   # train_prototypes = recomputed: the meta-gradient is the query loss's at theta_R with P_R
   # (Eq. 1 at theta_R), not the round state's P_{R-1}; `next` and `run_episode` agree.
   model = fixtures.tiny()
-  hp = P.FewRoundHparams(rounds=2, gamma=0.5, inner_lr=0.05, local_steps=1, meta_lr=0.01,
+  hp = P.FewRoundHparams(rounds=2, gamma=0.5, inner_lr=0.05, local_steps=1, server_lr=0.01,
                          meta_update='server_adam', train_prototypes='recomputed')
   process = P.build_meta_training(model, hp, P.data_spec(SHAPE))
   data = fixtures.clients()[:2]

@@ -79,7 +79,7 @@ def test_temperature_lr_scale_multiplies_the_meta_step_to_t(tff_worker, tff_cont
   data = fixtures.clients()[:2]
 
   def one_episode(scale):
-    hp = P.FewRoundHparams(rounds=1, inner_lr=0.05, local_steps=1, meta_lr=0.01,
+    hp = P.FewRoundHparams(rounds=1, inner_lr=0.05, local_steps=1, server_lr=0.01,
                            meta_update='server_adam', head_meta_lr_scale=scale)
     process = P.build_meta_training(model, hp, P.data_spec(SHAPE))
     state = process.initialize()

@@ -26,7 +26,7 @@ tiny, client, clients, in_graph = (fixtures.tiny, fixtures.client, fixtures.clie
 @pytest.fixture(scope='module')
 def built(tff_worker):
   model = tiny()
-  hp = P.FewRoundHparams(rounds=1, gamma=0.5, inner_lr=0.05, local_steps=2, meta_lr=0.01)
+  hp = P.FewRoundHparams(rounds=1, gamma=0.5, inner_lr=0.05, local_steps=2, server_lr=0.01)
   return model, hp, P.build_meta_training(model, hp, P.data_spec(SHAPE))
 
 
@@ -77,7 +77,7 @@ def test_meta_update_averages_with_data_sizes(built, tff_context):
   round_state = process.start(state)
   round_state, _ = process.round(round_state, data)
   new_state, metrics = process.meta_update(state, round_state, data)
-  optimizer = tf.nest.map_structure(lambda x: x, P.OPTIMIZERS.get('adam')(hp.meta_lr))
+  optimizer = tf.nest.map_structure(lambda x: x, P.OPTIMIZERS.get('adam')(hp.server_lr))
 
   def one(phi, theta, protos, mask, qx, qy):
     with tf.GradientTape() as tape:

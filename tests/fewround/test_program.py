@@ -111,10 +111,10 @@ def test_old_beta_names_are_errors_that_name_the_new_ones(tmp_path):
   # beta is server_lr, as in the training configs (old flags: tests/programs/test_user_errors.py).
   old = tmp_path / 'old.toml'
   old.write_text('meta_lr_decay_episode = 100\n')
-  with pytest.raises(ConfigError, match=f'^{old}: meta_lr_decay_episode was renamed '
-                     'server_lr_decay_episode; write server_lr_decay_episode instead'):
+  with pytest.raises(ConfigError, match=f"^{old}: unknown key 'meta_lr_decay_episode'; it was "
+                     "renamed 'server_lr_decay_episode': write server_lr_decay_episode instead"):
     config_lib.load(str(old))
-  assert config_lib.load(None, {'server_lr': '0.001'}).hparams().meta_lr == 0.001
+  assert config_lib.load(None, {'server_lr': '0.001'}).hparams().server_lr == 0.001
 
 
 def _pretrain_losses(out):

@@ -41,8 +41,8 @@ def rows(run_dir):
 
 @pytest.fixture(scope='module')
 def process(tff_worker):
-  hp = P.FewRoundHparams(rounds=2, gamma=0.5, inner_lr=0.05, meta_lr=0.01,
-                         meta_lr_decay_episode=3, meta_update='server_adam')
+  hp = P.FewRoundHparams(rounds=2, gamma=0.5, inner_lr=0.05, server_lr=0.01,
+                         server_lr_decay_episode=3, meta_update='server_adam')
   return P.build_meta_training(fixtures.tiny(), hp, P.data_spec(fixtures.SHAPE))
 
 
@@ -115,17 +115,19 @@ def test_resuming_another_configuration_is_refused(tmp_path):
     experiment.prepare_output(config_lib.load(None, {'episodes': 20, 'inner_lr': 0.3}), out)
 
 
-def test_a_run_saved_with_the_old_beta_names_resumes(tmp_path):
-  # A run folder from before beta was renamed (meta_lr -> server_lr) holds the same setting.
+def test_a_run_saved_with_the_old_beta_names_is_refused_naming_the_new_ones(tmp_path):
+  # A run folder from before beta was renamed (meta_lr -> server_lr): the committed ones were
+  # rewritten once (`python -m research.rename_config_keys`); a user's is refused, left as it was.
   out = str(tmp_path / 'run')
   os.makedirs(os.path.join(out, 'frl_distance', 'checkpoints', 'program_state_5'))
+  old = 'episodes = 10\nmeta_lr = 0.01\nserver_lr_decay_episode = 5000\n'
   with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write('episodes = 10\nmeta_lr = 0.01\nmeta_lr_decay_episode = 5000\n')
-  experiment.prepare_output(config_lib.load(None, {'episodes': 20}), out)
-  with open(os.path.join(out, 'config.toml')) as f:
-    assert 'server_lr = 0.01\nserver_lr_decay_episode = 5000\n' in f.read()
-  with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write('meta_lr = 0.01\nmeta_lr_decay_episode = 5000\n')
+    f.write(old)
   with pytest.raises(IncompatibleCheckpointError,
-                     match=r'server_lr_decay_episode=5000; .*server_lr_decay_episode=625'):
-    experiment.prepare_output(config_lib.load(None, {'server_lr_decay_episode': 625}), out)
+                     match=r"config.toml: key 'meta_lr' was renamed 'server_lr'; rename it there"):
+    experiment.prepare_output(config_lib.load(None, {'episodes': 20}), out)
+  with open(os.path.join(out, 'config.toml')) as f:
+    assert f.read() == old
+  with open(os.path.join(out, 'config.toml'), 'w') as f:
+    f.write(old.replace('meta_lr', 'server_lr'))   # renamed: it resumes
+  experiment.prepare_output(config_lib.load(None, {'episodes': 20}), out)

@@ -9,7 +9,8 @@ import types
 
 import pytest
 
-from tff_meta.core.config_file import ConfigError, option as field
+from tff_meta.core.config_file import ConfigError
+from tff_meta.core.fields import field
 from tff_meta.program import tasks
 
 

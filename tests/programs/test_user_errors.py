@@ -96,7 +96,7 @@ def test_config_that_is_a_folder(runner, tmp_path):
 FLAGS = {
     'zero_rounds': (['--rounds=0'], 'rounds must be >= 1'),
     'text_rounds': (['--rounds=ten'], '--rounds: expected a int'),
-    'nan_support': (['--support_fraction=nan'], 'support_fraction must be in (0, 1)'),
+    'nan_support': (['--support_fraction=nan'], 'support_fraction must be a finite number'),
     'negative_lr': (['--client_lr=-1'], 'client_lr must be > 0'),
     'negative_seed': (['--seed=-1'], 'seed must be >= 0'),
     'short_split': (['--client_split=0.9,0.1'], 'client_split must be 3 fractions'),
@@ -515,7 +515,7 @@ def test_reproduce_damaged_paper_table(runner, tmp_path):
     (['--config=configs/recommend/movielens_p80.toml', '--validation_fraction=1'],
      'validation_fraction must be in [0, 1)'),
     (['--config=configs/recommend/movielens_p80.toml', '--meta_optimizer=sgd'],
-     '--meta_optimizer was renamed --server_optimizer')])
+     "'meta_optimizer'; it was renamed 'server_optimizer': write --server_optimizer")])
 def test_recommend_bad_inputs(runner, tmp_path, args, expect):
   assert_clean_error(runner.run('programs.train', *args, f'--output_dir={tmp_path}/o'), expect)
 
@@ -536,7 +536,7 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
     (['--data_path=/nonexistent/tff', '--no_download'],
      "'/nonexistent/tff/emnist_all.sqlite' (downloading is off"),
     (['--n_way=abc'], 'n_way'),
-    (['--meta_lr=0.001'], '--meta_lr was renamed --server_lr; write --server_lr=0.001'),
+    (['--meta_lr=0.001'], "'meta_lr'; it was renamed 'server_lr': write --server_lr instead"),
     # Requests the class split cannot meet (FEMNIST-62 as 40 / 10 / 12 classes), before any write.
     (['--n_way=13', '--examples_per_class=6', f'--data_path={FIXTURES}/tff'],
      'n_way = 13 needs 13 classes per episode, but the test part'),
@@ -552,7 +552,8 @@ def test_few_round_bad_inputs(runner, tmp_path, args, expect):
 @pytest.mark.parametrize('args, expect', [
     ([], 'at least one --grid'), (['--grid=inner_lr'], 'KEY=V1,V2'),
     (['--grid=methods=a,b'], 'not a sweepable'), (['--grid=inner_lr=x,y'], 'inner_lr'),
-    (['--grid=meta_lr=0.1,0.01'], '--grid: meta_lr was renamed server_lr')])
+    (['--grid=meta_lr=0.1,0.01'], "'meta_lr' is not a sweepable config key; it was renamed "
+     "'server_lr'")])
 def test_few_round_sweep_bad_grid(runner, tmp_path, args, expect):
   proc = runner.run('programs.sweep', f'--config={FEW}', *args,
                     f'--output_dir={tmp_path}/o')

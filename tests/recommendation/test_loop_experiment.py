@@ -73,7 +73,8 @@ def test_bad_config_is_named():
   with pytest.raises(config.ConfigError,
                      match=r"sort_log: expected a bool \(true or false\), got 'maybe'"):
     config.from_dict({'sort_log': 'maybe'})
-  with pytest.raises(config.ConfigError, match='meta_optimizer was renamed server_optimizer'):
+  with pytest.raises(config.ConfigError,
+                     match="'meta_optimizer'; it was renamed 'server_optimizer'"):
     config.from_dict({'meta_optimizer': 'sgd'})
   with pytest.raises(config.ConfigError, match='self_steps'):
     config.from_dict({'self_steps': '100,x'}).validate()

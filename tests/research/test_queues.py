@@ -36,7 +36,7 @@ def _flags(args):
 
 
 def _known(cls):
-  return {f.name for f in config_file.scalar_fields(cls)} | set(config_file.renamed_of(cls))
+  return {f.name for f in config_file.scalar_fields(cls)}
 
 
 def test_table2_queue_names_existing_cells(tmp_path):

@@ -120,7 +120,7 @@ def build_apfl_process(model, *, alpha: float, client_optimizer, server_optimize
 @dataclasses.dataclass(frozen=True)
 class APFLHparams(hparams.LocalTraining, hparams.FedAvgServer):
   """eta = client_lr with the client optimizer; the initial alpha_i."""
-  apfl_alpha: float = hparams.hparam(
+  apfl_alpha: float = hparams.field(
       0.5, 'APFL: initial mixing weight of the personal model (learned per client).',
       hparams.between(0, 1))
 

@@ -64,7 +64,7 @@ def build_optimizer(name: str, learning_rate: float):
   return OPTIMIZERS.get(name)(learning_rate)
 
 
-OPTIMIZERS: Registry = Registry('optimizer')
+OPTIMIZERS: Registry = hparams_lib.OPTIMIZERS   # declared there: the hparams' check reads it
 OPTIMIZERS.add('sgd', lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr))
 OPTIMIZERS.add('momentum', lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr, momentum=0.9))
 # TFF's Adam; client loops step it in place with the fused kernel (learning/fused_adam.py).

@@ -75,9 +75,9 @@ def build_ditto_process(model, *, lam: float, client_optimizer, server_optimizer
 @dataclasses.dataclass(frozen=True)
 class DittoHparams(hparams.LocalTraining, hparams.FedAvgServer):
   """FedAvg's local training and server step; the personal model's epochs and lambda."""
-  personal_epochs: int = hparams.hparam(
+  personal_epochs: int = hparams.field(
       1, 'Ditto: local epochs on the personal model per round.', hparams.at_least(0))
-  ditto_lambda: float = hparams.hparam(
+  ditto_lambda: float = hparams.field(
       0.1, 'Ditto lambda: weight of the proximal term to the global model.', hparams.at_least(0))
 
 

@@ -61,7 +61,7 @@ class FedAvgHparams(hparams.LocalTraining, hparams.FedAvgServer):
 @dataclasses.dataclass(frozen=True)
 class FedAvgMetaHparams(FedAvgHparams):
   """FedAvg's, plus the fine-tuning at evaluation."""
-  finetune_epochs: int = hparams.hparam(
+  finetune_epochs: int = hparams.field(
       1, 'FedAvg(Meta) fine-tuning epochs on the support set at evaluation.', hparams.at_least(0))
 
 

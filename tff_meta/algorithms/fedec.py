@@ -80,7 +80,7 @@ def _client_fn(model, optimizer, epochs, batch_size, kind, alpha, params, client
 class FedECHparams(hparams.LocalTraining, hparams.MetaServer):
   """tau = local_epochs, eps_in = client_lr, eps_out = server_lr (with server_optimizer = 'sgd'),
   alpha = constraint_weight; one dataclass for FedEC, FedEC-l2 and FedEC-wo (Reptile)."""
-  constraint_weight: float = hparams.hparam(
+  constraint_weight: float = hparams.field(
       1.0, 'FedEC alpha: weight of the KL constraint to the client\'s last adapted model '
       '(FedEC-l2: of the L2 constraint); >= 0.', hparams.at_least(0))
 

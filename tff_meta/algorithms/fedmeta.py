@@ -153,7 +153,7 @@ def build_fedmeta_process(model, *, variant: str, inner_lr: float, inner_steps: 
 class FedMetaHparams(hparams.Base, hparams.InnerLoop, hparams.MetaServer):
   """alpha (inner_lr), the inner steps and the server's beta (server_lr) of Alg. 1; clients
   past `slice_clients_above` examples compute in slices (`build_fedmeta_process`)."""
-  slice_clients_above: int = hparams.hparam(
+  slice_clients_above: int = hparams.field(
       0, 'FedMeta training: a client with more support + query examples computes its '
       'meta-gradient in slices (same math, bounded memory); 0 = always in one batch.',
       hparams.at_least(0))

@@ -75,7 +75,7 @@ def build_fedprox_process(model, *, mu: float, client_optimizer, server_optimize
 @dataclasses.dataclass(frozen=True)
 class FedProxHparams(hparams.LocalTraining, hparams.FedAvgServer):
   """FedAvg's local training and server step, plus mu."""
-  prox_mu: float = hparams.hparam(
+  prox_mu: float = hparams.field(
       0.01, 'FedProx mu: weight of the proximal term (mu/2)||w - w_t||^2; >= 0 (0 = FedAvg).',
       hparams.at_least(0), symbol='FedProx mu')
 

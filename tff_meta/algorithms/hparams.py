@@ -3,9 +3,10 @@
 Each algorithm module declares the dataclass of the hyperparameters it reads
 (as FedJAX does per algorithm), built from the shared groups below and its
 own fields, and names it in its registry entry (`base.AlgorithmEntry`). A
-field is made by `hparam(default, help, check)`: its help text is the flag's
-help and the docs' description, its `check` the range the config enforces
-(`check_fields`). Checks that relate several fields belong to the
+field is made by `field(default, help, check)` (`tff_meta.core.fields`, the
+declaration of every config key too): its help text is the flag's help and
+the docs' description, its `check` the range the config enforces
+(`fields.check_fields`). Checks that relate several fields belong to the
 dataclass's `validate()`, which the entry runs before building.
 
 Names follow FedMeta (alpha = inner_lr, beta = server_lr). A name means the
@@ -18,60 +19,29 @@ comparison runs.
 from __future__ import annotations
 
 import dataclasses
-import math
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Tuple
+
+# The one declaration of a config key or hparam, and its checks (re-exported for the
+# algorithm modules: `hparams.field(..., hparams.at_least(1))`).
+from tff_meta.core.fields import (Check, above, at_least, between, check_of, field,  # noqa: F401
+                                  help_of, one_of, registered)
+from tff_meta.core.registry import Registry
 
 WEIGHTINGS = ('', 'uniform', 'num_examples')
 
 
-@dataclasses.dataclass(frozen=True)
-class Check:
-  """A range one value must be in: `ok(value)`; `says` completes 'must be ...'."""
-  says: str
-  ok: Callable[[Any], bool]
+# The optimizers by name; `base` registers them (it imports TFF, this module does not).
+OPTIMIZERS: Registry = Registry('optimizer')
 
-
-def above(low) -> Check:
-  return Check(f'> {low}', lambda v: v > low)
-
-
-def at_least(low) -> Check:
-  return Check(f'>= {low}', lambda v: v >= low)
-
-
-def between(low, high) -> Check:
-  return Check(f'in [{low}, {high}]', lambda v: low <= v <= high)
-
-
-def one_of(values: Iterable[str]) -> Check:
-  values = tuple(values)
-  return Check(f'one of {", ".join(map(repr, values))}', lambda v: v in values)
-
-
-# A registered optimizer name: checked against `base.OPTIMIZERS` by the config.
-OPTIMIZER = Check('a registered optimizer', lambda v: True)
-
-
-def hparam(default, help: str, check: Optional[Check] = None,  # pylint: disable=redefined-builtin
-           symbol: str = ''):
-  """A dataclass field with its help text, range check and (for messages) the paper's symbol."""
-  return dataclasses.field(default=default,
-                           metadata={'help': help, 'check': check, 'symbol': symbol})
-
-
-def help_of(field: dataclasses.Field) -> str:
-  return field.metadata.get('help', '')
-
-
-def check_of(field: dataclasses.Field) -> Optional[Check]:
-  return field.metadata.get('check')
+# A registered optimizer name; an unknown one is the registry's error (the closest name).
+OPTIMIZER = registered(lambda: OPTIMIZERS)
 
 
 @dataclasses.dataclass(frozen=True)
 class Base:
   """Fields every algorithm reads."""
-  weighting: str = hparam('', 'Client weighting: uniform or num_examples; empty = the '
-                          'algorithm\'s default.', one_of(WEIGHTINGS))
+  weighting: str = field('', 'Client weighting: uniform or num_examples; empty = the '
+                         'algorithm\'s default.', one_of(WEIGHTINGS))
 
   def validate(self) -> None:
     """Checks across fields, raising a ValueError naming the hparam (none by default)."""
@@ -94,44 +64,44 @@ class Base:
 
 @dataclasses.dataclass(frozen=True)
 class BatchSize:
-  batch_size: int = hparam(10, 'FedAvg / fine-tuning minibatch size.', at_least(1))
+  batch_size: int = field(10, 'FedAvg / fine-tuning minibatch size.', at_least(1))
 
 
 @dataclasses.dataclass(frozen=True)
 class ClientRate:
-  client_lr: float = hparam(0.0001, 'FedAvg local learning rate (and FedAvg(Meta) fine-tuning '
-                            'rate; FedMeta+FedPer: the personal layers\' rate).', above(0))
+  client_lr: float = field(0.0001, 'FedAvg local learning rate (and FedAvg(Meta) fine-tuning '
+                           'rate; FedMeta+FedPer: the personal layers\' rate).', above(0))
 
 
 @dataclasses.dataclass(frozen=True)
 class LocalTraining(Base, BatchSize, ClientRate):
   """Minibatch training on a client's data with the client optimizer (FedAvg's local work)."""
-  client_optimizer: str = hparam('adam', 'FedAvg local optimizer, also used by FedAvg(Meta) '
-                                 'fine-tuning: sgd, momentum, adam.', OPTIMIZER)
-  local_epochs: int = hparam(1, 'FedAvg local epochs per round.', at_least(1))
+  client_optimizer: str = field('adam', 'FedAvg local optimizer, also used by FedAvg(Meta) '
+                                'fine-tuning: sgd, momentum, adam.', OPTIMIZER)
+  local_epochs: int = field(1, 'FedAvg local epochs per round.', at_least(1))
 
 
 @dataclasses.dataclass(frozen=True)
 class FedAvgServer:
   """The server step of the FedAvg family (SGD at 1.0 = the average of the local models)."""
-  fedavg_server_optimizer: str = hparam('sgd', 'FedAvg server optimizer (sgd at 1.0 = model '
-                                        'averaging).', OPTIMIZER)
-  fedavg_server_lr: float = hparam(1.0, 'FedAvg server learning rate.', above(0))
+  fedavg_server_optimizer: str = field('sgd', 'FedAvg server optimizer (sgd at 1.0 = model '
+                                       'averaging).', OPTIMIZER)
+  fedavg_server_lr: float = field(1.0, 'FedAvg server learning rate.', above(0))
 
 
 @dataclasses.dataclass(frozen=True)
 class MetaServer:
   """FedMeta's outer step: beta with SGD (Alg. 1) or Adam (Appendix A.2)."""
-  server_optimizer: str = hparam('adam', 'FedMeta server optimizer: sgd (Alg. 1), momentum or '
-                                 'adam (Appendix A.2).', OPTIMIZER)
-  server_lr: float = hparam(0.0001, 'beta: FedMeta server (outer) learning rate.', above(0))
+  server_optimizer: str = field('adam', 'FedMeta server optimizer: sgd (Alg. 1), momentum or '
+                                'adam (Appendix A.2).', OPTIMIZER)
+  server_lr: float = field(0.0001, 'beta: FedMeta server (outer) learning rate.', above(0))
 
 
 @dataclasses.dataclass(frozen=True)
 class EvalSteps:
   """The inner steps of personalization at evaluation."""
-  eval_inner_steps: int = hparam(-1, 'Inner steps at evaluation; -1 = inner_steps.',
-                                 at_least(-1))
+  eval_inner_steps: int = field(-1, 'Inner steps at evaluation; -1 = inner_steps.',
+                                at_least(-1))
 
   def eval_steps(self, default: int) -> int:
     """`eval_inner_steps`, or the algorithm's `default` where it is -1."""
@@ -140,37 +110,37 @@ class EvalSteps:
 
 @dataclasses.dataclass(frozen=True)
 class InnerRate:
-  inner_lr: float = hparam(0.001, 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
-                           above(0))
+  inner_lr: float = field(0.001, 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
+                          above(0))
 
 
 @dataclasses.dataclass(frozen=True)
 class InnerLoop(InnerRate, EvalSteps):
   """MAML's inner loop: alpha and the unrolled steps, in training and at evaluation."""
-  inner_steps: int = hparam(1, 'Inner SGD steps on the support set during meta-training.',
-                            at_least(1))
+  inner_steps: int = field(1, 'Inner SGD steps on the support set during meta-training.',
+                           at_least(1))
 
 
 @dataclasses.dataclass(frozen=True)
 class LocalSteps:
   """Per-FedAvg's tau and pFedMe's R."""
-  local_steps: int = hparam(10, 'Per-FedAvg tau / pFedMe R: local steps per round, each on '
-                            'fresh minibatches of batch_size.', at_least(1))
+  local_steps: int = field(10, 'Per-FedAvg tau / pFedMe R: local steps per round, each on '
+                           'fresh minibatches of batch_size.', at_least(1))
 
 
 def _merge_fields(classes: Iterable[type]) -> Dict[str, Tuple[dataclasses.Field, list]]:
   merged: Dict[str, Tuple[dataclasses.Field, list]] = {}
   for cls in classes:
-    for field in dataclasses.fields(cls):
-      if field.name in merged:
-        known, owners = merged[field.name]
-        if (known.type, known.default, help_of(known)) != (field.type, field.default,
-                                                           help_of(field)):
-          raise TypeError(f'hparam {field.name!r} of {cls.__name__} differs from that of '
+    for f in dataclasses.fields(cls):
+      if f.name in merged:
+        known, owners = merged[f.name]
+        if (known.type, known.default, help_of(known)) != (f.type, f.default,
+                                                           help_of(f)):
+          raise TypeError(f'hparam {f.name!r} of {cls.__name__} differs from that of '
                           f'{owners[0].__name__}; a name must mean one thing in every algorithm.')
         owners.append(cls)
       else:
-        merged[field.name] = (field, [cls])
+        merged[f.name] = (f, [cls])
   return merged
 
 
@@ -184,23 +154,3 @@ def table(classes: Iterable[type], name: str = 'Hparams') -> type:
   fields = [(n, f.type, dataclasses.field(default=f.default, metadata=f.metadata))
             for n, (f, _) in sorted(merged.items())]
   return dataclasses.make_dataclass(name, fields, frozen=True)
-
-
-def check_fields(values, error: type, prefix: str = 'hparams.', optimizers=None) -> None:
-  """Raises `error` for the first field of dataclass instance `values` out of its range.
-
-  `optimizers` (a `Registry`) resolves the optimizer names.
-  """
-  for field in dataclasses.fields(values):
-    value = getattr(values, field.name)
-    if isinstance(value, float) and not math.isfinite(value):
-      raise error(f'{prefix}{field.name} must be a finite number, got {value}.')
-    check = check_of(field)
-    if check is OPTIMIZER:
-      if optimizers is not None:
-        optimizers.get(value)
-    elif check is not None and not check.ok(value):
-      symbol = field.metadata.get('symbol')
-      name = f'{prefix}{field.name}' + (f' ({symbol})' if symbol else '')
-      shown = repr(value) if isinstance(value, str) else value
-      raise error(f'{name} must be {check.says}, got {shown}.')

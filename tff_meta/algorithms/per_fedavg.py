@@ -126,9 +126,9 @@ class PerFedAvgHparams(hparams.Base, hparams.InnerRate, hparams.EvalSteps, hpara
                        hparams.LocalSteps, hparams.FedAvgServer):
   """alpha = inner_lr, beta = per_fedavg_beta, tau = local_steps, |D| = batch_size,
   delta = hf_delta; the server step as FedAvg's; `eval_inner_steps` steps (-1 = 1) at evaluation."""
-  per_fedavg_beta: float = hparams.hparam(
+  per_fedavg_beta: float = hparams.field(
       0.001, 'Per-FedAvg beta: local meta step rate (alpha = inner_lr).', hparams.above(0))
-  hf_delta: float = hparams.hparam(
+  hf_delta: float = hparams.field(
       0.001, 'Per-FedAvg(HF) delta: finite-difference step of the Hessian-vector product; > 0.',
       hparams.above(0))
 

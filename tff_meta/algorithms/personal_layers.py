@@ -134,11 +134,11 @@ def _initial_state(split, model):
 @dataclasses.dataclass(frozen=True)
 class SplitHparams(hparams.Base):
   """The model split and LG-FedAvg's test on new clients (shared by the five methods)."""
-  personal_layers: str = hparams.hparam(
+  personal_layers: str = hparams.field(
       '-1', 'Layers kept on the client (FedPer, FedRep, FedMeta+FedPer: personal; LG-FedAvg: the '
       'shared head): comma-separated indices among layers with weights (-1 = last) or layer '
       'names.')
-  new_client_candidates: int = hparams.hparam(
+  new_client_candidates: int = hparams.field(
       8, 'LG-FedAvg / FedMeta+FedPer test on new clients: how many stored local parts a new '
       'client tries (it keeps the best on its support set).', hparams.at_least(1))
 
@@ -166,7 +166,7 @@ class FedAvgMetaFedPerHparams(FedPerHparams, fedavg.FedAvgMetaHparams):
 @dataclasses.dataclass(frozen=True)
 class FedRepHparams(FedPerHparams):
   """FedPer's, plus the head's epochs before the body's."""
-  head_epochs: int = hparams.hparam(
+  head_epochs: int = hparams.field(
       10, 'FedRep: local epochs on the head (body fixed) before local_epochs on the body.',
       hparams.at_least(0))
 

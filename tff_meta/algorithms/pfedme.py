@@ -125,14 +125,14 @@ class PFedMeHparams(hparams.Base, hparams.EvalSteps, hparams.BatchSize, hparams.
                     hparams.FedAvgServer):
   """lambda, K, the personal rate, eta, R = local_steps, |D| = batch_size, beta =
   fedavg_server_lr; `eval_inner_steps` steps (-1 = K) at evaluation."""
-  pfedme_lambda: float = hparams.hparam(
+  pfedme_lambda: float = hparams.field(
       15.0, 'pFedMe lambda: Moreau-envelope regularization weight; > 0.', hparams.above(0))
-  pfedme_inner_steps: int = hparams.hparam(
+  pfedme_inner_steps: int = hparams.field(
       5, 'pFedMe K: gradient steps solving the personalized model theta_i; >= 1.',
       hparams.at_least(1))
-  pfedme_personal_lr: float = hparams.hparam(
+  pfedme_personal_lr: float = hparams.field(
       0.01, 'pFedMe: learning rate of the K steps solving theta_i.', hparams.above(0))
-  pfedme_eta: float = hparams.hparam(
+  pfedme_eta: float = hparams.field(
       0.005, 'pFedMe eta: local learning rate of the local model w (beta = fedavg_server_lr).',
       hparams.above(0))
 

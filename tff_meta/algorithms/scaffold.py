@@ -118,10 +118,10 @@ def build_scaffold_process(model, *, client_lr: float, server_lr: float, local_e
 @dataclasses.dataclass(frozen=True)
 class ScaffoldHparams(hparams.LocalTraining, hparams.FedAvgServer):
   """eta_l = client_lr (plain SGD), eta_g = fedavg_server_lr (SGD), N and |S|."""
-  population: int = hparams.hparam(
+  population: int = hparams.field(
       0, 'N, the number of training clients (SCAFFOLD\'s |S|/N); 0 = counted from the data.',
       hparams.at_least(0))
-  sampled_clients: int = hparams.hparam(
+  sampled_clients: int = hparams.field(
       0, '|S|, the clients sampled per round (SCAFFOLD\'s |S|/N); 0 = clients_per_round (filled '
       'by the program).', hparams.at_least(0))
 

@@ -2,14 +2,14 @@
 
 The three kinds of config (training: `program/config.py`, few-round:
 `fewround/config.py`, recommendation: `recommendation/config.py`) are
-dataclasses whose fields carry their help text (`option`, `table`), so the
-flags, their help and docs/CONFIG.md follow from one declaration. This module
-holds what they share:
+dataclasses whose fields carry their help text and range (`fields.field`,
+`table`), so the flags, their help, the range errors and docs/CONFIG.md follow
+from one declaration. This module holds what they share:
 
 - `load_toml`: the file, a one-line `ConfigError` when it is missing or bad;
 - `coerce_value` / `coerce_dataclass`: each value as its field's type, an
-  unknown key an error that lists the known ones, a renamed key (the class's
-  `RENAMED`, old name -> new) an error that names the new one;
+  unknown key an error that lists the known ones (and, for a key of
+  `OLD_KEYS`, names its new name);
 - `to_toml`: the one TOML writer (each run's `config.toml`);
 - `define_flags` / `overrides_from_flags`: a string flag per key, read by the
   same coercion as a file's value, so `--x=v` means what `x = v` means.
@@ -24,18 +24,17 @@ import os
 import tomllib
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
+from tff_meta.core.fields import help_of, range_help
+
+# Keys renamed in the past, old name -> new name. Nothing reads them (run folders written
+# before were rewritten once: docs/DECISIONS.md); a config that still has one
+# gets the unknown-key error, which names the new key.
+OLD_KEYS = {'meta_lr': 'server_lr', 'meta_lr_decay_episode': 'server_lr_decay_episode',
+            'meta_optimizer': 'server_optimizer'}
+
 
 class ConfigError(ValueError):
   """A config value that is wrong; the message names the key and the fix."""
-
-
-def option(default, help: str, item: type = float):  # pylint: disable=redefined-builtin
-  """A config key: its default and its help (a str, or a function giving it at flag time).
-
-  A tuple key takes a TOML list, a comma-separated string or one value; `item`
-  is the type of its elements.
-  """
-  return dataclasses.field(default=default, metadata={'help': help, 'item': item})
 
 
 def table(help: str, factory: Callable[[], Any] = dict,  # pylint: disable=redefined-builtin
@@ -46,11 +45,6 @@ def table(help: str, factory: Callable[[], Any] = dict,  # pylint: disable=redef
   """
   return dataclasses.field(default_factory=factory,
                            metadata={'help': help, 'table': True, 'nested': nested})
-
-
-def help_of(field: dataclasses.Field) -> str:
-  text = field.metadata.get('help', '')
-  return text() if callable(text) else text
 
 
 def default_of(field: dataclasses.Field) -> Any:
@@ -75,18 +69,6 @@ def key_defaults(cls, prefix: str = '', tuples_as_lists: bool = False) -> Dict[s
   """
   as_read = (lambda v: list(v) if isinstance(v, tuple) else v) if tuples_as_lists else (lambda v: v)
   return {prefix + f.name: as_read(default_of(f)) for f in scalar_fields(cls)}
-
-
-def renamed_of(cls) -> Mapping[str, str]:
-  """`cls.RENAMED`: keys a config class renamed, old name -> new name."""
-  return getattr(cls, 'RENAMED', {})
-
-
-def renamed_error(old: str, new: str, where: str = '', value: Any = None) -> ConfigError:
-  """The error for an old key (`where` a file) or, without `where`, an old flag given `value`."""
-  if where:
-    return ConfigError(f'{where}: {old} was renamed {new}; write {new} instead (same meaning).')
-  return ConfigError(f'--{old} was renamed --{new}; write --{new}={value} instead (same meaning).')
 
 
 def shipped_configs_folder() -> str:
@@ -195,22 +177,28 @@ def _scalar(kind: type, value: Any) -> Any:
   return kind(value)
 
 
+def renamed_hint(key: str) -> str:
+  """For an old key (`OLD_KEYS`): '; it was renamed NEW: write NEW instead (same meaning)'."""
+  new = OLD_KEYS.get(key)
+  return f'; it was renamed {new!r}: write {new} instead (same meaning)' if new else ''
+
+
 def unknown_key(where: str, key: str, known: Iterable[str], more: str = '') -> ConfigError:
-  """The error for a key no field has: it lists the known keys."""
+  """The error for a key no field has: it lists the known keys, or names an old key's new name."""
+  if key in OLD_KEYS:
+    return ConfigError(f'{where}: unknown key {key!r}{renamed_hint(key)}.')
   return ConfigError(f'{where}: unknown key {key!r}; valid keys: {sorted(known)}{more}.')
 
 
 def coerce_dataclass(cls, raw: Mapping[str, Any], source: str = '<dict>'):
   """`cls(**raw)` for a config dataclass, each value coerced to its field's type.
 
-  An unknown or renamed key, or a bad value, raises a ConfigError naming
-  `source` and the key.
+  An unknown key or a bad value raises a ConfigError naming `source` and the
+  key.
   """
   fields = {f.name: f for f in dataclasses.fields(cls)}
   kwargs = {}
   for key, value in raw.items():
-    if key in renamed_of(cls):
-      raise renamed_error(key, renamed_of(cls)[key], source)
     if key not in fields:
       raise unknown_key(source, key, fields)
     kwargs[key] = coerce_value(fields[key], value, f'{source}: {key}')
@@ -235,7 +223,7 @@ def to_toml(cfg) -> str:
   for field in dataclasses.fields(cfg):
     value = getattr(cfg, field.name)
     if not is_table(field):
-      lines.append(f'{_key(field.name)} = {_value(value)}')
+      lines.append(f'{_key(field.name)} = {toml_value(value)}')
     elif field.metadata.get('nested'):
       tables += [(f'{field.name}.{_key(k)}', v) for k, v in value.items()]
     else:
@@ -243,7 +231,7 @@ def to_toml(cfg) -> str:
                      else value))
   for name, values in tables:
     lines.append(f'\n[{name}]')
-    lines.extend(f'{_key(k)} = {_value(v)}' for k, v in values.items())
+    lines.extend(f'{_key(k)} = {toml_value(v)}' for k, v in values.items())
   return '\n'.join(lines) + '\n'
 
 
@@ -257,34 +245,26 @@ def _string(text: str) -> str:
   return '"' + ''.join(c if c >= ' ' and c != '\x7f' else f'\\u{ord(c):04x}' for c in text) + '"'
 
 
-def _value(value: Any) -> str:
+def toml_value(value: Any) -> str:
   if isinstance(value, bool):
     return 'true' if value else 'false'
   if isinstance(value, (int, float)):
     return repr(value)   # inf and nan are TOML too
   if isinstance(value, (list, tuple)):
-    return '[' + ', '.join(_value(v) for v in value) + ']'
+    return '[' + ', '.join(toml_value(v) for v in value) + ']'
   if isinstance(value, dict):
-    return '{' + ', '.join(f'{_key(k)} = {_value(v)}' for k, v in value.items()) + '}'
+    return '{' + ', '.join(f'{_key(k)} = {toml_value(v)}' for k, v in value.items()) + '}'
   return _string(str(value))
 
 
 def define_flags(flags_module, fields: Iterable[dataclasses.Field],
-                 describe: Callable[[dataclasses.Field], str] = help_of,
-                 renamed: Optional[Mapping[str, str]] = None) -> None:
-  """One string flag per field (a config key), help from the field; one per `renamed` old name,
-  which `overrides_from_flags` refuses."""
+                 describe: Callable[[dataclasses.Field], str] = help_of) -> None:
+  """One string flag per field (a config key), its help from the field: text and range."""
   for field in fields:
-    flags_module.DEFINE_string(field.name, None, f'{describe(field)} Overrides the config '
-                               f'(built-in default {default_of(field)!r}).')
-  for old, new in (renamed or {}).items():
-    flags_module.DEFINE_string(old, None, f'Old name of --{new}; an error that says so.')
+    flags_module.DEFINE_string(field.name, None, f'{describe(field)}{range_help(field)} '
+                               f'Overrides the config (built-in default {default_of(field)!r}).')
 
 
-def overrides_from_flags(flag_values, names: Iterable[str],
-                         renamed: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-  """The flags among `names` the user gave, by name; a ConfigError for a renamed one."""
-  for old, new in (renamed or {}).items():
-    if getattr(flag_values, old) is not None:
-      raise renamed_error(old, new, value=getattr(flag_values, old))
+def overrides_from_flags(flag_values, names: Iterable[str]) -> Dict[str, Any]:
+  """The flags among `names` the user gave, by name."""
   return {n: getattr(flag_values, n) for n in names if getattr(flag_values, n) is not None}

@@ -4,9 +4,9 @@ Top-level keys are the `FewRoundConfig` fields; `[data]` holds the options of
 the class-split source (`tasks.CLASS_SPLIT_SOURCES`, e.g. `cache_dir`,
 `data_dir`, `path`), `[model_options]` the backbone's options (e.g.
 `pool_padding`, `norm`). Flags are generated from the fields and their help
-(`tff_meta.core.config_file`), so flags and configs cannot drift. beta is
-`server_lr`, as in the training configs; the old names (`RENAMED`) are errors
-that name the new ones.
+(`tff_meta.core.config_file`), and each key's range is declared with it
+(`tff_meta.core.fields`), so flags, configs and errors cannot drift. beta is
+`server_lr`, as in the training configs.
 """
 
 from __future__ import annotations
@@ -14,91 +14,99 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-from typing import Any, ClassVar, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from tff_meta.core import config_file
-from tff_meta.core.config_file import ConfigError, option, table
+from tff_meta.core.config_file import ConfigError, table
+from tff_meta.core.fields import Check, above, at_least, check_fields, field, one_of
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS
 from tff_meta.fewround.few_round_process import FewRoundHparams
 from tff_meta.fewround.process import TEST_PROTOTYPES, TRAIN_PROTOTYPES
 
 
+# n_way: N, or a range [low, high] of N.
+N_WAY = Check('N (e.g. 5) or a range [low, high] (e.g. [3, 7]) with 2 <= low <= high',
+              lambda v: len(v) in (1, 2) and min(v) >= 2 and list(v) == sorted(v))
+
+
 @dataclasses.dataclass
 class FewRoundConfig:
   """One few-round experiment (Park et al. 2021); each field's help is its flag's."""
-  # beta has the main program's name (server_lr); configs and flags with the old names fail.
-  RENAMED: ClassVar[Dict[str, str]] = {'meta_lr': 'server_lr',
-                                       'meta_lr_decay_episode': 'server_lr_decay_episode'}
-
-  name: str = option('few_round', 'Run name; the default output folder is runs/<name>.')
-  dataset: str = option('emnist', 'Class-split source: emnist (FEMNIST-62, TFF\'s file), '
-                        'leaf_femnist (FEMNIST-62 in LEAF JSON), cifar100, mini_imagenet, '
-                        'tiered_imagenet.')
-  class_split: Tuple[float, ...] = option(
+  name: str = field('few_round', 'Run name; the default output folder is runs/<name>.')
+  dataset: str = field('emnist', 'Class-split source: emnist (FEMNIST-62, TFF\'s file), '
+                       'leaf_femnist (FEMNIST-62 in LEAF JSON), cifar100, mini_imagenet, '
+                       'tiered_imagenet.')
+  class_split: Tuple[float, ...] = field(
       (64, 16, 20), 'Meta-train/validation/test classes, as counts or proportions '
       '(e.g. 64,16,20).', item=float)
-  backbone: str = option('conv4', 'Registered backbone model (conv4).')
-  n_way: Tuple[int, ...] = option(
-      (5,), 'N-way tasks: N (5), or low,high for N uniform in [low, high] (3,7).', item=int)
-  examples_per_class: int = option(120, 'Images sampled per class per episode (paper: 120).')
-  num_clients: int = option(10, 'K clients per episode (paper: 10; Appendix F: 50).')
-  iid: bool = option(True, 'IID episodes (each class split equally) or non-IID (20 shards, '
-                     '2 per client).')
-  rounds: int = option(3, 'R: communication rounds per meta-training episode (an episode is '
-                       '1 + R rounds).')
-  test_rounds: Tuple[int, ...] = option(
-      (3,), 'Rounds of FL at deployment, e.g. 3, or 1,2,3 for the mismatch tables.', item=int)
-  episodes: int = option(8000, 'Meta-training episodes T; baselines pre-train for T * (R + 1) '
-                         'rounds.')
-  test_episodes: int = option(100, 'Test episodes averaged (mean and 95% CI).')
-  eval_part: str = option('test', 'Classes the deployment is scored on: test, or validation '
-                          'for choosing hparams.')
-  local_steps: int = option(1, 'E: local SGD steps per round on the support set.')
-  inner_lr: float = option(0.1, 'alpha: local SGD learning rate.')
-  head_lr: float = option(0.0, 'Local SGD rate of the linear head (frl_linear, fedavg, '
-                          'finetune_*); 0: inner_lr.')
-  zero_head: bool = option(False, 'Start the linear head at zero in every episode and test run '
-                           '(frl_linear, fedavg, finetune_*).')
-  gamma: float = option(0.1, 'GPAL weight (Eq. 4) of the frl_distance_gpal method.')
-  temperature: str = option(
+  backbone: str = field('conv4', 'Registered backbone model (conv4).')
+  n_way: Tuple[int, ...] = field(
+      (5,), 'N-way tasks: N (5), or low,high for N uniform in [low, high] (3,7).', N_WAY,
+      item=int)
+  examples_per_class: int = field(120, 'Images sampled per class per episode (paper: 120).',
+                                  at_least(1))
+  num_clients: int = field(10, 'K clients per episode (paper: 10; Appendix F: 50).',
+                           at_least(1))
+  iid: bool = field(True, 'IID episodes (each class split equally) or non-IID (20 shards, '
+                    '2 per client).')
+  rounds: int = field(3, 'R: communication rounds per meta-training episode (an episode is '
+                      '1 + R rounds).', at_least(1))
+  test_rounds: Tuple[int, ...] = field(
+      (3,), 'Rounds of FL at deployment, e.g. 3, or 1,2,3 for the mismatch tables.',
+      Check('one or more rounds, each >= 1', lambda v: bool(v) and min(v) >= 1), item=int)
+  episodes: int = field(8000, 'Meta-training episodes T; baselines pre-train for T * (R + 1) '
+                        'rounds.', at_least(1))
+  test_episodes: int = field(100, 'Test episodes averaged (mean and 95% CI).', at_least(1))
+  eval_part: str = field('test', 'Classes the deployment is scored on: test, or validation '
+                         'for choosing hparams.', one_of(('test', 'validation')))
+  local_steps: int = field(1, 'E: local SGD steps per round on the support set.', at_least(1))
+  inner_lr: float = field(0.1, 'alpha: local SGD learning rate.', above(0))
+  head_lr: float = field(0.0, 'Local SGD rate of the linear head (frl_linear, fedavg, '
+                         'finetune_*); 0: inner_lr.', at_least(0))
+  zero_head: bool = field(False, 'Start the linear head at zero in every episode and test run '
+                          '(frl_linear, fedavg, finetune_*).')
+  gamma: float = field(0.1, 'GPAL weight (Eq. 4) of the frl_distance_gpal method.',
+                       at_least(0))
+  temperature: str = field(
       'none', 'Scale of the FRL methods\' distances: none = the paper\'s -d (Eq. 1-3); learned '
       '= -tau d with tau = exp(t) meta-learned, t starting at 0 (metric scaling, Oreshkin et '
-      'al. 2018; docs/RESULTS.md).')
-  temperature_lr_scale: float = option(
+      'al. 2018; docs/RESULTS.md).', one_of(DISTANCE_CLASSIFIERS))
+  temperature_lr_scale: float = field(
       100.0, 'With temperature = "learned": the meta-update\'s (Adam) step to t, times this '
-      '(one scalar under Adam moves by about beta per episode).')
-  server_lr: float = option(0.01, 'beta: Adam learning rate of the meta-update (was meta_lr).')
-  server_lr_decay_episode: int = option(
-      5000, 'Divide beta by 10 from this episode on (0: never; was meta_lr_decay_episode).')
-  meta_update: str = option(
+      '(one scalar under Adam moves by about beta per episode).', above(0))
+  server_lr: float = field(0.01, 'beta: Adam learning rate of the meta-update.', above(0))
+  server_lr_decay_episode: int = field(
+      5000, 'Divide beta by 10 from this episode on (0: never).')
+  meta_update: str = field(
       'client_adam', 'FRL meta-update (Alg. 1 lines 24-26): client_adam = one Adam step per '
       'client from a shared state, models and Adam slots averaged; server_adam = one server '
-      'Adam step on the mean first-order meta-gradient.')
-  test_prototypes: str = option(
+      'Adam step on the mean first-order meta-gradient.', one_of(META_UPDATES))
+  test_prototypes: str = field(
       'previous', 'Prototypes the distance classifier scores test queries with after R '
       'rounds: previous = P_{R-1}, computed at theta_{R-1} (the paper, Sec. 3.3); recomputed = '
       'P_R, computed by the clients at theta_R on their support sets (one more prototype '
-      'upload). Deployment only; meta-training uses what train_prototypes names.')
-  train_prototypes: str = option(
+      'upload). Deployment only; meta-training uses what train_prototypes names.',
+      one_of(TEST_PROTOTYPES))
+  train_prototypes: str = field(
       'previous', 'Prototypes of the FRL meta-objective\'s query loss (Alg. 1 line 24): '
       'previous = P_{R-1} (the paper); recomputed = P_R at theta_R, as test_prototypes = '
-      'recomputed scores (one more prototype upload per episode).')
-  checkpoint_every: int = option(
+      'recomputed scores (one more prototype upload per episode).', one_of(TRAIN_PROTOTYPES))
+  checkpoint_every: int = field(
       50, 'Checkpoint meta-training / pre-training every this many episodes / rounds (a '
-      'stopped run resumes from the last one).')
-  select_every: int = option(
+      'stopped run resumes from the last one).', at_least(1))
+  select_every: int = field(
       0, 'Deploy the preparing stage\'s checkpoint that scores best on validation classes, '
       'among every select_every episodes (pre-training: select_every * (R + 1) rounds) and the '
       'last (fewround/selection.py); a multiple of checkpoint_every. 0: the last (the paper).')
-  select_episodes: int = option(50, 'Validation-class episodes each candidate is scored on '
-                                '(select_every > 0).')
-  methods: Tuple[str, ...] = option(
+  select_episodes: int = field(50, 'Validation-class episodes each candidate is scored on '
+                               '(select_every > 0).', at_least(1))
+  methods: Tuple[str, ...] = field(
       ('frl_distance_gpal', 'frl_distance', 'frl_linear', 'fedavg', 'finetune_fedavg',
        'finetune_oneshot'), 'Methods to train and test (see fewround.baselines.METHODS).',
       item=str)
-  seed: int = option(0, 'Seeds the class split, the episodes and the initial weights.')
-  output_dir: str = option('', 'Output folder (default runs/<name>).')
+  seed: int = field(0, 'Seeds the class split, the episodes and the initial weights.')
+  output_dir: str = field('', 'Output folder (default runs/<name>).')
   data: Dict[str, Any] = table('Options of the class-split source, e.g. cache_dir, data_dir, '
                                'path (--data_path sets it).')
   model_options: Dict[str, Any] = table('Options of the backbone, e.g. norm, groups, '
@@ -117,8 +125,8 @@ class FewRoundConfig:
     hp = FewRoundHparams(rounds=self.rounds, local_steps=self.local_steps,
                          inner_lr=self.inner_lr, head_lr=self.head_lr, zero_head=self.zero_head,
                          gamma=self.gamma,
-                         meta_lr=self.server_lr,
-                         meta_lr_decay_episode=self.server_lr_decay_episode,
+                         server_lr=self.server_lr,
+                         server_lr_decay_episode=self.server_lr_decay_episode,
                          meta_update=self.meta_update, test_prototypes=self.test_prototypes,
                          train_prototypes=self.train_prototypes)
     return dataclasses.replace(hp, **overrides)
@@ -128,44 +136,10 @@ class FewRoundConfig:
 
   def validate(self) -> 'FewRoundConfig':
     """Checks values; names (dataset, methods) are checked by their registries."""
-    if len(self.n_way) not in (1, 2) or min(self.n_way) < 2 or list(self.n_way) != sorted(self.n_way):
-      raise ConfigError(f'n_way must be N (e.g. 5) or a range [low, high] (e.g. [3, 7]) with '
-                        f'2 <= low <= high, got {list(self.n_way)}.')
-    for key in ('examples_per_class', 'num_clients', 'episodes', 'test_episodes',
-                'local_steps', 'checkpoint_every'):
-      if getattr(self, key) < 1:
-        raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
-    if self.rounds < 1 or not self.test_rounds or min(self.test_rounds) < 1:
-      raise ConfigError(f'rounds and test_rounds must be >= 1, got rounds={self.rounds}, '
-                        f'test_rounds={list(self.test_rounds)}.')
-    for key in ('inner_lr', 'server_lr'):
-      if not getattr(self, key) > 0:
-        raise ConfigError(f'{key} must be > 0, got {getattr(self, key)}.')
-    if self.eval_part not in ('test', 'validation'):
-      raise ConfigError(f"eval_part must be 'test' or 'validation', got {self.eval_part!r}.")
-    if self.head_lr < 0:
-      raise ConfigError(f'head_lr must be >= 0 (0: use inner_lr), got {self.head_lr}.')
-    if self.meta_update not in META_UPDATES:
-      raise ConfigError(f'meta_update must be one of {", ".join(META_UPDATES.names())}, '
-                        f'got {self.meta_update!r}.')
-    if self.test_prototypes not in TEST_PROTOTYPES:
-      raise ConfigError(f'test_prototypes must be one of {", ".join(TEST_PROTOTYPES.names())}, '
-                        f'got {self.test_prototypes!r}.')
-    if self.train_prototypes not in TRAIN_PROTOTYPES:
-      raise ConfigError(f'train_prototypes must be one of '
-                        f'{", ".join(TRAIN_PROTOTYPES.names())}, got {self.train_prototypes!r}.')
-    if self.gamma < 0:
-      raise ConfigError(f'gamma must be >= 0, got {self.gamma}.')
-    if self.temperature not in DISTANCE_CLASSIFIERS:
-      raise ConfigError(f'temperature must be one of {", ".join(DISTANCE_CLASSIFIERS)}, '
-                        f'got {self.temperature!r}.')
-    if not self.temperature_lr_scale > 0:
-      raise ConfigError(f'temperature_lr_scale must be > 0, got {self.temperature_lr_scale}.')
+    check_fields(self, ConfigError)   # each key's declared range
     if self.select_every < 0 or self.select_every % self.checkpoint_every:
       raise ConfigError(f'select_every must be 0 or a multiple of checkpoint_every '
                         f'({self.checkpoint_every}), got {self.select_every}.')
-    if self.select_episodes < 1:
-      raise ConfigError(f'select_episodes must be >= 1, got {self.select_episodes}.')
     return self
 
 
@@ -187,7 +161,7 @@ def resume_rules() -> Dict[str, Any]:
   """`resume.check_resume`'s rules for a programs.train run folder."""
   return dict(may_differ=EXECUTION_ONLY | RETESTED, may_grow=MAY_GROW,
               defaults=tomllib.loads(config_file.to_toml(FewRoundConfig())),
-              renamed=FewRoundConfig.RENAMED)
+              renamed=config_file.OLD_KEYS)
 
 
 def load(path: Optional[str], overrides: Optional[Dict[str, Any]] = None) -> FewRoundConfig:
@@ -207,8 +181,7 @@ def toml_defaults() -> Dict[str, Any]:
 
 def define_flags(flags) -> None:
   flags.DEFINE_string('config', None, 'TOML config file (configs/fewround/*.toml).')
-  config_file.define_flags(flags, config_file.scalar_fields(FewRoundConfig),
-                           renamed=FewRoundConfig.RENAMED)
+  config_file.define_flags(flags, config_file.scalar_fields(FewRoundConfig))
   flags.DEFINE_string('data_path', None, 'The data folder: sets the [data] folder option of '
                       'the dataset (cache_dir for emnist, data_dir for cifar100, path for '
                       'mini_imagenet / tiered_imagenet).')
@@ -244,4 +217,4 @@ def without_download(cfg: FewRoundConfig, no_download: Optional[bool],
 
 def overrides_from_flags(flags_values) -> Dict[str, Any]:
   names = [f.name for f in config_file.scalar_fields(FewRoundConfig)]
-  return config_file.overrides_from_flags(flags_values, names, renamed=FewRoundConfig.RENAMED)
+  return config_file.overrides_from_flags(flags_values, names)

@@ -25,7 +25,7 @@ from tff_meta.core import resume
 from tff_meta.core import config_file, provenance
 from tff_meta.core.config_file import ConfigError
 from tff_meta.analysis.tables import markdown_table
-from tff_meta.fewround import baselines, deploy, process, tasks
+from tff_meta.fewround import baselines, deploy, tasks
 from tff_meta.fewround.config import resume_rules, toml_defaults
 from tff_meta.core import files
 from tff_meta.core.run_folder import CONFIG_FILE, RESULTS_FILE, RESULTS_TABLE_FILE
@@ -44,8 +44,8 @@ def prepare_output(cfg, out: str) -> None:
 
   Each preparing stage keeps its checkpoints in <out>/<stage>/checkpoints
   (`baselines.Context.run_dir`); the config they were written with is
-  <out>/config.toml. A config.toml that has a key's old name
-  (`FewRoundConfig.RENAMED`, e.g. meta_lr) holds the same setting.
+  <out>/config.toml. One with a key's old name (e.g. meta_lr) is refused with
+  its new name.
   """
   saved = config_file.to_toml(cfg)
   resume.claim_for_resume(out, tomllib.loads(saved), **resume_rules())

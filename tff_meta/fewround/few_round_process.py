@@ -33,14 +33,15 @@ import tensorflow_federated as tff
 
 @dataclasses.dataclass
 class FewRoundHparams:
-  """FRL hyperparameters (paper Sec. 4: alpha 0.1, beta 0.01 Adam, E 1, R 3)."""
+  """FRL hyperparameters (paper Sec. 4: alpha 0.1, beta 0.01 Adam, E 1, R 3), named as the
+  config's keys (`FewRoundConfig.hparams`)."""
   rounds: int = 3                    # R
   local_steps: int = 1               # E
   inner_lr: float = 0.1              # alpha
   gamma: float = 0.0                 # GPAL weight (0: no GPAL)
-  meta_optimizer: str = 'adam'
-  meta_lr: float = 0.01              # beta
-  meta_lr_decay_episode: int = 0     # beta / 10 from this episode on (0: never)
+  server_optimizer: str = 'adam'     # the meta-update's optimizer
+  server_lr: float = 0.01            # beta
+  server_lr_decay_episode: int = 0   # beta / 10 from this episode on (0: never)
   local_adaptation: bool = False     # Appendix C personalization scheme
   head_lr: float = 0.0               # alpha of the linear head's weights (0: alpha)
   zero_head: bool = False            # the linear head starts each episode at zero

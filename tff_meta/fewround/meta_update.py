@@ -48,9 +48,9 @@ META_UPDATES: Registry = Registry('meta-update')
 
 
 def meta_lr(hp, episode: tf.Tensor) -> tf.Tensor:
-  """beta, divided by 10 from `meta_lr_decay_episode` on (the paper: after 2.0e4 rounds)."""
-  decayed = tf.logical_and(hp.meta_lr_decay_episode > 0, episode >= hp.meta_lr_decay_episode)
-  return tf.where(decayed, hp.meta_lr / 10.0, hp.meta_lr)
+  """beta, divided by 10 from `server_lr_decay_episode` on (the paper: after 2.0e4 rounds)."""
+  decayed = tf.logical_and(hp.server_lr_decay_episode > 0, episode >= hp.server_lr_decay_episode)
+  return tf.where(decayed, hp.server_lr / 10.0, hp.server_lr)
 
 
 def query_gradient(model, hp, server, data, local_update, client_batch):

@@ -19,7 +19,7 @@ worker pool):
   Adam step (beta) per client from the shared state, then the server averages
   the phi_{t+1}(k) and the Adam slots weighted by data size |S_k| + |Q_k|
   (rho_k); or `server_adam`, one server Adam step on the rho-weighted mean
-  meta-gradient. beta is divided by 10 from episode `meta_lr_decay_episode`
+  meta-gradient. beta is divided by 10 from episode `server_lr_decay_episode`
   on (the paper: after 2.0e4 rounds = 5,000 episodes of 4 rounds).
 
 Deployment (Sec. 3.3) runs `round` R times from theta_0 = phi_T and scores
@@ -305,7 +305,7 @@ def build_meta_training(model: FewRoundModel, hp: FewRoundHparams, client_data_s
   already (`baselines.Context.round_computations`: the test reuses the same trace).
   """
   num_head = len(model.initial_weights) - model.num_backbone
-  optimizer = step_scale.scaled(OPTIMIZERS.get(hp.meta_optimizer)(hp.meta_lr),
+  optimizer = step_scale.scaled(OPTIMIZERS.get(hp.server_optimizer)(hp.server_lr),
                                 [1.0] * model.num_backbone + [hp.head_meta_lr_scale] * num_head)
   weights_spec = model.weight_specs
   initial = [np.asarray(w, np.float32) for w in model.initial_weights]

@@ -19,12 +19,11 @@ import tomllib
 from typing import Any, Dict, Optional, Tuple
 
 from tff_meta.core import config_file
-from tff_meta.algorithms import ALGORITHMS, OPTIMIZERS, Hparams, readers
-from tff_meta.algorithms import hparams as hparams_lib
-from tff_meta.core.config_file import ConfigError, coerce_value, load_toml, option, table
+from tff_meta.algorithms import ALGORITHMS, Hparams, readers
+from tff_meta.core.config_file import ConfigError, coerce_value, load_toml, table
+from tff_meta.core.fields import Check, at_least, check_fields, field, fraction, help_of
 from tff_meta.data import DATASETS
 from tff_meta.data.registry import takes_option
-from tff_meta.data.protocol import validate_fraction
 from tff_meta.models import MODELS
 from tff_meta.program import config_checks, privacy
 
@@ -34,70 +33,76 @@ _FEDMETA_FIVE = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 @dataclasses.dataclass
 class ExperimentConfig:
   """One experiment; each field's help is its flag's (the registry-named ones list the registry)."""
-  name: str = option('experiment', 'Run name; the default output folder is runs/<name>.')
-  algorithm: str = option('fedmeta_maml', lambda: (
+  name: str = field('experiment', 'Run name; the default output folder is runs/<name>.')
+  algorithm: str = field('fedmeta_maml', lambda: (
       f'Algorithm registry name ({", ".join(ALGORITHMS.names())}; see README\'s catalog).'))
-  algorithms: str = option('', 'Methods programs.compare runs, comma-separated (a TOML list in '
-                           f'a config); empty = FedMeta\'s five ({_FEDMETA_FIVE}).')
-  dataset: str = option('digits', lambda: (
+  algorithms: str = field('', 'Methods programs.compare runs, comma-separated (a TOML list in '
+                          f'a config); empty = FedMeta\'s five ({_FEDMETA_FIVE}).')
+  dataset: str = field('digits', lambda: (
       f'Dataset registry name ({", ".join(DATASETS.names())}; see docs/DATA.md).'))
-  model: str = option('mlp', lambda: f'Model registry name ({", ".join(MODELS.names())}).')
-  rounds: int = option(100, 'Communication rounds (episodes).')
-  clients_per_round: int = option(4, 'Training clients sampled uniformly per round.')
-  support_fraction: float = option(
-      0.2, 'Fraction p of each client\'s data in its support set, in (0, 1).')
-  resample_support: bool = option(
+  model: str = field('mlp', lambda: f'Model registry name ({", ".join(MODELS.names())}).')
+  rounds: int = field(100, 'Communication rounds (episodes).', at_least(1))
+  clients_per_round: int = field(4, 'Training clients sampled uniformly per round.', at_least(1))
+  support_fraction: float = field(
+      0.2, 'Fraction p of each client\'s data in its support set.', fraction())
+  resample_support: bool = field(
       False, 'Draw each training client\'s support/query split afresh every round (FedMeta '
       'Alg. 1 line 13), seeded by (seed, round, client); same support fraction. Validation '
       'and test clients keep their fixed split. No effect on methods that train on all of a '
       'client\'s data (FedAvg, ...).')
-  min_samples: int = option(
-      2, 'Clients with fewer samples are filtered out (FedMeta: 10/20/25).')
-  client_split: Tuple[float, float, float] = option(
-      (0.8, 0.1, 0.1), 'Train/validation/test client fractions, e.g. 0.8,0.1,0.1.')
-  known_test_fraction: float = option(
+  min_samples: int = field(
+      2, 'Clients with fewer samples are filtered out (FedMeta: 10/20/25).', at_least(0))
+  client_split: Tuple[float, float, float] = field(
+      (0.8, 0.1, 0.1), 'Train/validation/test client fractions, e.g. 0.8,0.1,0.1.',
+      config_checks.CLIENT_SPLIT)
+  known_test_fraction: float = field(
       0.0, 'Fraction of each training client\'s data held out as its local test set, to score '
-      'known clients (FedEC protocol; 0 = only new clients are scored).')
-  final_eval_rounds: int = option(
+      'known clients (FedEC protocol; 0 = only new clients are scored).', fraction(zero_ok=True))
+  final_eval_rounds: int = field(
       1, 'Report the mean test accuracy over evaluations at each of the last N rounds '
-      '(FedEC: 10).')
-  seed: int = option(
-      0, 'Seed for client splits, support/query splits, sampling and initial weights.')
-  eval_every: int = option(10, 'Evaluate on validation and test clients every N rounds.')
-  checkpoint_every: int = option(10, 'Save the server state every N rounds (and at the end).')
-  resident_state: bool = option(
+      '(FedEC: 10).', at_least(1))
+  seed: int = field(
+      0, 'Seed for client splits, support/query splits, sampling and initial weights.',
+      at_least(0))
+  eval_every: int = field(10, 'Evaluate on validation and test clients every N rounds.',
+                          at_least(1))
+  checkpoint_every: int = field(10, 'Save the server state every N rounds (and at the end).',
+                                at_least(1))
+  resident_state: bool = field(
       True, 'Keep the server state on the TFF worker between rounds and fetch it only on '
       'evaluation and checkpoint rounds (default; same results as false). On a pool the state '
       'stays on worker 0. Falls back, with a note, for algorithms with client state on a pool.')
-  clients_per_call: int = option(
+  clients_per_call: int = field(
       0, 'Clients run in one TFF call: k > 1 sends groups of at most k clients to each call '
       '(their client work in one TF graph, summed before the aggregation; same results as 1); '
       '1 = one client per call; 0 (default) = one group per worker when a worker gets 8 or more '
-      'clients per round. DP and secure aggregation always run one client per call.')
-  max_concurrent_calls: int = option(
+      'clients per round. DP and secure aggregation always run one client per call.',
+      at_least(0))
+  max_concurrent_calls: int = field(
       -1, 'Computation calls each local TFF worker runs at once (its '
       '--max_concurrent_computation_calls); -1 = no bound: a round runs all its clients '
       'together, in the memory of all of them. A small bound caps the memory of rounds with '
-      'many large clients (Shakespeare; benchmarks/config_cost.py).')
+      'many large clients (Shakespeare; benchmarks/config_cost.py).',
+      Check('-1 (no bound) or >= 1', lambda v: v == -1 or v >= 1))
   # Differential privacy and secure aggregation of the update (tff_meta/program/privacy.py).
-  dp_noise_multiplier: float = option(
+  dp_noise_multiplier: float = field(
       0.0, 'Differential privacy: noise multiplier z; the sum of clipped updates gets '
       'N(0, (z * clip)^2) noise (0 = no noise, epsilon = inf). Needs dp_clip. See '
-      'docs/PRIVACY.md.')
-  dp_clip: str = option(
+      'docs/PRIVACY.md.', at_least(0))
+  dp_clip: str = field(
       '', 'Differential privacy: L2 clip norm of each client\'s update (meta-gradient, model '
       'delta), or "adaptive" (tracks dp_clip_quantile of the norms); empty = no DP. DP makes '
       'the mean uniform over the round\'s clients.')
-  dp_clip_quantile: float = option(
+  dp_clip_quantile: float = field(
       0.5, 'Differential privacy with dp_clip = adaptive: the target quantile of update norms '
-      'left unclipped, in (0, 1).')
-  dp_delta: float = option(
+      'left unclipped.', fraction())
+  dp_delta: float = field(
       0.0, 'Differential privacy: delta of the reported epsilon; 0 = 1/N^1.1 with N the number '
-      'of training clients.')
-  secure_aggregation: bool = option(
+      'of training clients.', fraction(zero_ok=True))
+  secure_aggregation: bool = field(
       False, 'Sum the clients\' updates with TFF\'s secure sum (SecureSumFactory, 32-bit '
       'quantization; simulated on this executor). Composes with DP.')
-  output_dir: str = option(
+  output_dir: str = field(
       '', 'Output folder (metrics, checkpoints, results); default runs/<name>.')
   data: Dict[str, Any] = table('Dataset-loader options.')
   model_options: Dict[str, Any] = table('Options of the model builder.')
@@ -123,21 +128,13 @@ class ExperimentConfig:
         ALGORITHMS.get(name.strip())
     DATASETS.get(self.dataset)
     MODELS.get(self.model)
-    validate_fraction('support_fraction', self.support_fraction)
-    if self.known_test_fraction:
-      validate_fraction('known_test_fraction', self.known_test_fraction)
-    for key in ('rounds', 'clients_per_round', 'eval_every', 'checkpoint_every'):
-      if getattr(self, key) < 1:
-        raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
-    if self.clients_per_call < 0:
-      raise ConfigError(f'clients_per_call must be >= 0 (0 = automatic), got '
-                        f'{self.clients_per_call}.')
-    if self.final_eval_rounds < 1 or self.final_eval_rounds > self.rounds:
+    # Each key's and each hparam's range, declared with its field (the hparams' in the
+    # algorithms' modules); then the checks across keys.
+    check_fields(self, ConfigError)
+    check_fields(self.hparams, ConfigError, prefix='hparams.')
+    if self.final_eval_rounds > self.rounds:
       raise ConfigError(f'final_eval_rounds must be in [1, rounds={self.rounds}], '
                         f'got {self.final_eval_rounds}.')
-    # Each hparam's range, declared with its field in the algorithm's module.
-    hparams_lib.check_fields(self.hparams, ConfigError, optimizers=OPTIMIZERS)
-    config_checks.check_values(self, ConfigError)
     try:
       privacy.validate(self)
     except privacy.PrivacyConfigError as e:
@@ -173,12 +170,12 @@ def hparam_help(name: str) -> str:
   """An hparam's help: its field's text and the algorithms that read it (from the registry)."""
   users = readers(name)
   used = 'every algorithm' if len(users) == len(ALGORITHMS.names()) else ', '.join(users)
-  return f'{hparams_lib.help_of(HPARAMS[name])} Read by: {used}.'
+  return f'{help_of(HPARAMS[name])} Read by: {used}.'
 
 
 def flag_help(name: str) -> str:
   """The help of key `name`'s flag: its field's text (an hparam's says which algorithms read it)."""
-  return hparam_help(name) if name in HPARAMS else config_file.help_of(TOP_LEVEL[name])
+  return hparam_help(name) if name in HPARAMS else help_of(TOP_LEVEL[name])
 
 
 def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:

@@ -1,4 +1,4 @@
-"""Checks of an experiment config beyond single values' types (called by `config.py`).
+"""Checks of an experiment config's tables and of client_split (used by `config.py`).
 
 Each check raises `ConfigError` naming the key, what it got and what it
 takes, so a bad value stops a program before it reads data or writes a file.
@@ -6,9 +6,10 @@ takes, so a bad value stops a program before it reads data or writes a file.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any, Dict
+
+from tff_meta.core.fields import Check
 
 TABLES = ('data', 'model_options', 'hparams', 'method_hparams')
 
@@ -25,21 +26,11 @@ def check_tables(raw: Dict[str, Any], source: str, error: type) -> None:
                   f'([method_hparams.{method}] with hparams key = value lines), got {values!r}.')
 
 
-def check_values(cfg, error: type) -> None:
-  """Ranges of the top-level keys the per-key checks of `ExperimentConfig.validate` leave
-  open (each hparam's range is declared with its field: `algorithms.hparams`)."""
-  for field in dataclasses.fields(cfg):
-    value = getattr(cfg, field.name)
-    if isinstance(value, float) and not math.isfinite(value):
-      raise error(f'{field.name} must be a finite number, got {value}.')
-  for key in ('seed', 'min_samples'):
-    if getattr(cfg, key) < 0:
-      raise error(f'{key} must be >= 0, got {getattr(cfg, key)}.')
-  split = cfg.client_split
-  if (len(split) != 3 or not all(math.isfinite(v) and v >= 0 for v in split)
-      or abs(sum(split) - 1.0) > 1e-6 or split[0] <= 0):
-    raise error(f'client_split must be 3 fractions (train, validation, test) >= 0 summing to 1 '
-                f'with train > 0, e.g. 0.8,0.1,0.1; got {",".join(map(str, split))}.')
-  calls = cfg.max_concurrent_calls
-  if calls < 1 and calls != -1:
-    raise error(f'max_concurrent_calls must be -1 (no bound) or >= 1, got {calls}.')
+def _is_client_split(split) -> bool:
+  return (len(split) == 3 and all(math.isfinite(v) and v >= 0 for v in split)
+          and abs(sum(split) - 1.0) <= 1e-6 and split[0] > 0)
+
+
+# client_split's range (`ExperimentConfig.client_split`'s check).
+CLIENT_SPLIT = Check('3 fractions (train, validation, test) >= 0 summing to 1 with train > 0, '
+                     'e.g. 0.8,0.1,0.1', _is_client_split)

@@ -52,12 +52,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow_federated as tff
 
-from tff_meta.algorithms import ALGORITHMS, hparams as hparams_lib
+from tff_meta.algorithms import ALGORITHMS
 from tff_meta.analysis.tables import markdown_table, pct
 from tff_meta.data import protocol
 from tff_meta.data.registry import DATASETS, load_dataset
 from tff_meta.data.types import DataError, FederatedDataset
 from tff_meta.core import checkpoints, files
+from tff_meta.core.fields import check_fields
 from tff_meta.program import experiment
 from tff_meta.program import config as config_lib
 from tff_meta.program.config import ConfigError
@@ -159,7 +160,7 @@ def config_for(cfg: config_lib.ExperimentConfig, setting: Setting) -> config_lib
                       f'{", ".join(wrong)} to set; it takes '
                       f'{", ".join(usable) or "none of these flags"}.')
   hp = dataclasses.replace(cfg.hparams, **dict(setting.overrides))
-  hparams_lib.check_fields(hp, ConfigError, prefix='')
+  check_fields(hp, ConfigError)
   return dataclasses.replace(cfg, algorithm=algorithm, hparams=hp)
 
 

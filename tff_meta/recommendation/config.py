@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from tff_meta.core import config_file
-from tff_meta.algorithms import OPTIMIZERS
-from tff_meta.core.config_file import ConfigError, option
+from tff_meta.algorithms.hparams import OPTIMIZER
+from tff_meta.core.config_file import ConfigError
+from tff_meta.core.fields import (above, at_least, check_fields, field, fraction, one_of,
+                                  registered)
 from tff_meta.data.movielens import SPLITS
-from tff_meta.data.protocol import validate_fraction
 from tff_meta.recommendation.schedules import SCHEDULES
 
 # MovieLens rating models (tff_meta/models/keras_models.py).
@@ -39,126 +40,132 @@ META_METHOD_PREFIXES = ('MAML', 'Meta-SGD')
 
 @dataclasses.dataclass
 class RecommendConfig:
-  """One recommendation run; each field's help is its flag's."""
-  # The server (outer) step has the training configs' names; the old names fail.
-  RENAMED: ClassVar[Dict[str, str]] = {'meta_optimizer': 'server_optimizer',
-                                       'meta_lr': 'server_lr'}
+  """One recommendation run; each field's help is its flag's, its check its range."""
 
-  name: str = option('recommend', 'Run name; the default output folder is runs/<name>.')
-  task: str = option('movielens', 'movielens (rating prediction, Table 3) or service '
-                     '(event-log recommendation, Table 6).')
-  data_path: str = option(
+  name: str = field('recommend', 'Run name; the default output folder is runs/<name>.')
+  task: str = field('movielens', 'movielens (rating prediction, Table 3) or service '
+                    '(event-log recommendation, Table 6).')
+  data_path: str = field(
       '', 'movielens: the unzipped ml-100k folder (u.data, u.user, u.item; not shipped). '
       'service: a CSV/Parquet event log, or an ml-100k folder (events = genres); empty = a '
       'generated synthetic log.')
-  output_dir: str = option('', 'Output folder; default runs/<name>.')
-  methods: str = option('', 'Comma-separated methods; empty = all of the task (see docs).')
-  seed: int = option(0, 'Seed for the user split, episode sampling and initial weights.')
-  support_fraction: float = option(
-      0.8, 'Test users: fraction p of their data in the support set ("p Support").')
-  train_support_fraction: float = option(
-      0.5, 'Training tasks: fraction of the data used as support (Fig. 3).')
-  train_split: str = option(
+  output_dir: str = field('', 'Output folder; default runs/<name>.')
+  methods: str = field('', 'Comma-separated methods; empty = all of the task (see docs).')
+  seed: int = field(0, 'Seed for the user split, episode sampling and initial weights.')
+  support_fraction: float = field(
+      0.8, 'Test users: fraction p of their data in the support set ("p Support").', fraction())
+  train_support_fraction: float = field(
+      0.5, 'Training tasks: fraction of the data used as support (Fig. 3).', fraction())
+  train_split: str = field(
       'fixed', 'movielens: training users\' support/query split for MAML and Meta-SGD: fixed '
       '(drawn once, as a test user\'s) or per_episode (drawn anew by support_sampling each time '
       'the user is sampled; a chronological split is the same at every visit). NN(pre-trained) '
-      'steps on all of a user\'s ratings and is unaffected.')
-  train_user_fraction: float = option(0.8, 'Fraction of users that train (the rest test).')
-  validation_fraction: float = option(
+      'steps on all of a user\'s ratings and is unaffected.', one_of(TRAIN_SPLITS))
+  train_user_fraction: float = field(0.8, 'Fraction of users that train (the rest test).',
+                                     fraction())
+  validation_fraction: float = field(
       0.0, 'movielens: this fraction of the training users (a seeded draw) is held out as '
       'VALIDATION users: not trained on, split as test users are; they choose the kept episode '
       '(select_on) and, with evaluate_on = "validation", are scored in place of the test users '
-      '(rate sweeps). 0 = none.')
-  select_on: str = option(
+      '(rate sweeps). 0 = none.', fraction(zero_ok=True))
+  select_on: str = field(
       'last', 'movielens: which parameters of each trained method (MAML, Meta-SGD, '
       'NN(pre-trained)) are scored: last (after all episodes) or validation_rmse (model '
       'selection, "early stopping": the curve scores the validation users every eval_every '
       'episodes and the parameters with the lowest validation RMSE are kept; needs '
-      'validation_fraction > 0; the chosen episode is in the table and results.json).')
-  evaluate_on: str = option(
+      'validation_fraction > 0; the chosen episode is in the table and results.json).',
+      one_of(SELECT_ON))
+  evaluate_on: str = field(
       'test', 'movielens: the users of the final table: test, or validation (rate sweeps: the '
-      'held-out validation users, test users unused; needs validation_fraction > 0).')
-  query_fraction: float = option(
-      0.2, 'service: the last fraction of each test user\'s events is the query set.')
-  support_sampling: str = option(
+      'held-out validation users, test users unused; needs validation_fraction > 0).',
+      one_of(EVALUATE_ON))
+  query_fraction: float = field(
+      0.2, 'service: the last fraction of each test user\'s events is the query set.', fraction())
+  support_sampling: str = field(
       'random', 'movielens: how each user\'s ratings split into support and query sets: '
       'random (default: same sizes, drawn at random, seeded; Table 3\'s protocol, the '
       'paper\'s MovieLens text says only "a fraction of data") or chronological (query = the '
       'latest ratings, as in the paper\'s production task; no peeking at the future). service '
-      'is always chronological.')
-  min_events: int = option(2, 'service: users with fewer events are dropped (and counted).')
-  sort_log: bool = option(False, 'service: sort each user\'s events by time instead of '
-                          'rejecting an unsorted log.')
-  episodes: int = option(
-      5000, 'Meta-training episodes (and NN(pre-trained) pre-training episodes).')
-  clients_per_episode: int = option(
+      'is always chronological.', registered(lambda: SPLITS))
+  min_events: int = field(2, 'service: users with fewer events are dropped (and counted).',
+                          at_least(1))
+  sort_log: bool = field(False, 'service: sort each user\'s events by time instead of '
+                         'rejecting an unsorted log.')
+  episodes: int = field(
+      5000, 'Meta-training episodes (and NN(pre-trained) pre-training episodes).', at_least(1))
+  clients_per_episode: int = field(
       1, 'MAML / Meta-SGD: users per meta-training episode, the meta-batch: the server averages '
       'their meta-gradients into one meta-update (the papers: 1). NN(pre-trained) and '
-      'NN-unified take one user per step.')
-  eval_every: int = option(500, 'Evaluate every N episodes (the curve): on the validation users '
-                           'with select_on = validation_rmse, else on the scored users.')
-  checkpoint_every: int = option(500, 'Checkpoint every N episodes; a rerun resumes.')
-  eval_users: int = option(0, 'Evaluate the curve on the first N of its users (0 = all; the '
-                           'final table always uses all).')
-  hidden_units: int = option(32, 'Hidden units of the NN models (MovieLens 32, service 64).')
-  model: str = option(
+      'NN-unified take one user per step.', at_least(1))
+  eval_every: int = field(500, 'Evaluate every N episodes (the curve): on the validation users '
+                          'with select_on = validation_rmse, else on the scored users.',
+                          at_least(1))
+  checkpoint_every: int = field(500, 'Checkpoint every N episodes; a rerun resumes.', at_least(1))
+  eval_users: int = field(0, 'Evaluate the curve on the first N of its users (0 = all; the '
+                          'final table always uses all).')
+  hidden_units: int = field(32, 'Hidden units of the NN models (MovieLens 32, service 64).',
+                            at_least(1))
+  model: str = field(
       'rating_mlp', 'movielens: the rating model of MAML, Meta-SGD, NN(self) and '
       'NN(pre-trained): rating_mlp (the paper\'s), rating_wide_mlp (plus a linear path that '
       'holds item and user biases) or rating_factor_mlp (rating_wide_mlp plus 8 movie factors '
-      'times a user vector that the inner loop adapts; tff_meta/models/keras_models.py).')
-  rating_init: str = option(
+      'times a user vector that the inner loop adapts; tff_meta/models/keras_models.py).',
+      one_of(RATING_MODELS))
+  rating_init: str = field(
       'keras', 'movielens: initial weights of the rating model of MAML, Meta-SGD and '
       'NN(pre-trained): keras (Keras\' initialisers), bias (start at the bias baseline\'s mu '
       'and item biases from the training users) or factors (bias, and rating_factor_mlp\'s '
       'movie factors E from the training users by ALS); tff_meta/recommendation/warm_start.py. '
-      'NN(self) always starts at keras.')
-  factors: int = option(8, 'rating_factor_mlp: movie factors (the length of u).')
-  factor_stddev: float = option(
+      'NN(self) always starts at keras.', one_of(RATING_INITS))
+  factors: int = field(8, 'rating_factor_mlp: movie factors (the length of u).', at_least(1))
+  factor_stddev: float = field(
       0.1, 'rating_factor_mlp: stddev of the movie factors E\'s random start (rating_init = '
-      'factors sets E from the training users instead).')
-  factor_scale: float = option(
+      'factors sets E from the training users instead).', at_least(0))
+  factor_scale: float = field(
       1.0, 'rating_factor_mlp: s in s <E x_movie, u>; the inner loop fits u s^2 times as fast '
-      'as at s = 1, the model\'s functions unchanged (tff_meta/models/keras_models.py).')
-  factor_lr_scale: float = option(
+      'as at s = 1, the model\'s functions unchanged (tff_meta/models/keras_models.py).', above(0))
+  factor_lr_scale: float = field(
       1.0, 'rating_factor_mlp: the outer rate of its factor layer (movie factors E and the start '
       'of u) as a multiple of server_lr (MAML, Meta-SGD) and pretrain_lr (NN(pre-trained)); an '
-      'episode moves only its user\'s movies\' rows of E (tff_meta/learning/step_scale.py).')
-  inner_steps: int = option(
-      10, 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).')
-  eval_inner_steps: int = option(-1, 'Adaptation steps on test users; -1 = inner_steps.')
-  inner_lr: float = option(0.01, 'alpha: inner SGD rate (Meta-SGD: initial value; '
-                           'NN(pre-trained) fine-tuning).')
-  server_optimizer: str = option('adam', 'Server (outer) optimizer of MAML / Meta-SGD: sgd, '
-                                 'momentum, adam (was meta_optimizer).')
-  server_lr: float = option(0.001, 'beta: the server (outer) learning rate (was meta_lr).')
-  pretrain_optimizer: str = option(
-      'adam', 'Optimizer of NN(pre-trained) / NN-unified pre-training.')
-  pretrain_lr: float = option(0.001, 'Learning rate of that pre-training.')
-  lr_schedule: str = option(
+      'episode moves only its user\'s movies\' rows of E (tff_meta/learning/step_scale.py).',
+      above(0))
+  inner_steps: int = field(
+      10, 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).', at_least(1))
+  eval_inner_steps: int = field(-1, 'Adaptation steps on test users; -1 = inner_steps.')
+  inner_lr: float = field(0.01, 'alpha: inner SGD rate (Meta-SGD: initial value; '
+                          'NN(pre-trained) fine-tuning).', above(0))
+  server_optimizer: str = field('adam', 'Server (outer) optimizer of MAML / Meta-SGD: sgd, '
+                                'momentum, adam.', OPTIMIZER)
+  server_lr: float = field(0.001, 'beta: the server (outer) learning rate.', above(0))
+  pretrain_optimizer: str = field(
+      'adam', 'Optimizer of NN(pre-trained) / NN-unified pre-training.', OPTIMIZER)
+  pretrain_lr: float = field(0.001, 'Learning rate of that pre-training.', above(0))
+  lr_schedule: str = field(
       'constant', 'Schedule of server_lr and pretrain_lr alike over the episodes: constant (the '
       'papers) or cosine (rate x (1 + cos(pi (e - 1) / episodes)) / 2 at episode e; '
-      'tff_meta/recommendation/schedules.py).')
-  finetune_steps: int = option(
+      'tff_meta/recommendation/schedules.py).', one_of(SCHEDULES))
+  finetune_steps: int = field(
       -1, 'NN-unified fine-tuning steps on the support set; -1 = eval_inner_steps.')
-  self_optimizer: str = option(
-      'adam', 'Optimizer of the models trained on the support set alone (SELF).')
-  self_lr: float = option(0.01, 'Learning rate of those models.')
-  self_steps: str = option(
+  self_optimizer: str = field(
+      'adam', 'Optimizer of the models trained on the support set alone (SELF).', OPTIMIZER)
+  self_lr: float = field(0.01, 'Learning rate of those models.', above(0))
+  self_steps: str = field(
       '100', 'Training steps of the SELF models, comma-separated (service: "100,10000").')
-  batch_size: int = option(
+  batch_size: int = field(
       500, 'Minibatch of pre-training / SELF steps: min(batch_size, half the user\'s data); '
       '<= 0 = all.')
-  max_classes: int = option(40, 'service: C, the size of each user\'s local label space (40).')
-  max_events: int = option(
-      500, 'service: events per meta-training task (500, or half the user\'s events).')
-  pretrain_steps: int = option(
+  max_classes: int = field(40, 'service: C, the size of each user\'s local label space (40).',
+                           at_least(1))
+  max_events: int = field(
+      500, 'service: events per meta-training task (500, or half the user\'s events).', at_least(1))
+  pretrain_steps: int = field(
       5000, 'service: NN-unified pre-training steps (one user each).')
-  bias_item_shrinkage: float = option(
-      25.0, 'movielens bias baseline: lambda of the item biases (Koren: 25).')
-  bias_user_shrinkage: float = option(
-      10.0, 'movielens bias baseline: lambda of a test user\'s bias (Koren: 10).')
-  synthetic_users: int = option(100, 'service without data_path: users in the generated log.')
-  synthetic_services: int = option(
+  bias_item_shrinkage: float = field(
+      25.0, 'movielens bias baseline: lambda of the item biases (Koren: 25).', at_least(0))
+  bias_user_shrinkage: float = field(
+      10.0, 'movielens bias baseline: lambda of a test user\'s bias (Koren: 10).', at_least(0))
+  synthetic_users: int = field(100, 'service without data_path: users in the generated log.')
+  synthetic_services: int = field(
       300, 'service without data_path: services in the generated catalogue.')
 
   def resolved_output_dir(self) -> str:
@@ -189,38 +196,7 @@ class RecommendConfig:
 
   def validate(self) -> 'RecommendConfig':
     """Checks values; `experiment.validate` also checks the task and method names."""
-    for key in ('support_fraction', 'train_support_fraction', 'train_user_fraction',
-                'query_fraction'):
-      validate_fraction(key, getattr(self, key))
-    for key in ('episodes', 'clients_per_episode', 'eval_every', 'checkpoint_every',
-                'inner_steps', 'hidden_units', 'max_classes', 'max_events', 'min_events'):
-      if getattr(self, key) < 1:
-        raise ConfigError(f'{key} must be >= 1, got {getattr(self, key)}.')
-    for key in ('inner_lr', 'server_lr', 'pretrain_lr', 'self_lr'):
-      if not getattr(self, key) > 0:
-        raise ConfigError(f'{key} must be > 0, got {getattr(self, key)}.')
-    for key in ('server_optimizer', 'pretrain_optimizer', 'self_optimizer'):
-      OPTIMIZERS.get(getattr(self, key))
-    SPLITS.get(self.support_sampling)
-    if self.train_split not in TRAIN_SPLITS:
-      raise ConfigError(f'train_split must be one of {", ".join(TRAIN_SPLITS)}, '
-                        f'got {self.train_split!r}.')
-    for key in ('bias_item_shrinkage', 'bias_user_shrinkage'):
-      if not getattr(self, key) >= 0:
-        raise ConfigError(f'{key} must be >= 0, got {getattr(self, key)}.')
-    if self.model not in RATING_MODELS:
-      raise ConfigError(f'model must be one of {", ".join(RATING_MODELS)}, got {self.model!r}.')
-    if self.lr_schedule not in SCHEDULES:
-      raise ConfigError(f'lr_schedule must be one of {", ".join(SCHEDULES.names())}, '
-                        f'got {self.lr_schedule!r}.')
-    if self.rating_init not in RATING_INITS:
-      raise ConfigError(f'rating_init must be one of {", ".join(RATING_INITS)}, '
-                        f'got {self.rating_init!r}.')
-    if self.factors < 1 or not self.factor_stddev >= 0 or not self.factor_scale > 0:
-      raise ConfigError(f'factors must be >= 1, factor_stddev >= 0 and factor_scale > 0; got '
-                        f'{self.factors}, {self.factor_stddev} and {self.factor_scale}.')
-    if not self.factor_lr_scale > 0:
-      raise ConfigError(f'factor_lr_scale must be > 0; got {self.factor_lr_scale}.')
+    check_fields(self, ConfigError)   # each key's declared range
     if self.factor_lr_scale != 1.0 and self.model != 'rating_factor_mlp':
       raise ConfigError(f'factor_lr_scale scales the factor layer of model = '
                         f'"rating_factor_mlp"; got model = "{self.model}" (leave it at 1).')
@@ -228,12 +204,6 @@ class RecommendConfig:
       raise ConfigError(f'rating_init = "factors" sets the movie factors of model = '
                         f'"rating_factor_mlp"; got model = "{self.model}" (use rating_init = '
                         f'"bias" for it).')
-    if not 0.0 <= self.validation_fraction < 1.0:
-      raise ConfigError(f'validation_fraction must be in [0, 1), got {self.validation_fraction} '
-                        '(e.g. 0.2: a fifth of the training users validate).')
-    for key, names in (('select_on', SELECT_ON), ('evaluate_on', EVALUATE_ON)):
-      if getattr(self, key) not in names:
-        raise ConfigError(f'{key} must be one of {", ".join(names)}, got {getattr(self, key)!r}.')
     needs = [f'{k} = "{getattr(self, k)}"' for k, plain in (('select_on', 'last'),
                                                             ('evaluate_on', 'test'))
              if getattr(self, k) != plain]
@@ -260,7 +230,7 @@ def resume_rules() -> Dict[str, Any]:
   """`resume.check_resume`'s rules for a programs.train run folder."""
   return dict(may_differ=EXECUTION_ONLY | TABLE_ONLY,
               defaults=tomllib.loads(config_file.to_toml(RecommendConfig())),
-              renamed=RecommendConfig.RENAMED)
+              renamed=config_file.OLD_KEYS)
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(RecommendConfig)}
@@ -277,8 +247,8 @@ def load(path: str, overrides: Optional[Dict[str, Any]] = None) -> RecommendConf
 def define_flags(flags_module) -> None:
   flags_module.DEFINE_list('config', [], 'TOML config(s) in configs/recommend/; several are run '
                            'in turn and printed as one table.')
-  config_file.define_flags(flags_module, FIELDS.values(), renamed=RecommendConfig.RENAMED)
+  config_file.define_flags(flags_module, FIELDS.values())
 
 
 def overrides_from_flags(flag_values) -> Dict[str, Any]:
-  return config_file.overrides_from_flags(flag_values, FIELDS, renamed=RecommendConfig.RENAMED)
+  return config_file.overrides_from_flags(flag_values, FIELDS)

@@ -42,11 +42,10 @@ def parse_grid(items):
     key = key.strip()
     if not sep or not values.strip():
       raise ConfigError(f'--grid {item!r}: write KEY=V1,V2,... (e.g. inner_lr=0.01,0.1).')
-    if key in config_lib.FewRoundConfig.RENAMED:
-      raise config_file.renamed_error(key, config_lib.FewRoundConfig.RENAMED[key], '--grid')
     if key not in fields or key in ('data', 'model_options', 'methods', 'output_dir',
                                     'eval_part'):
-      raise ConfigError(f'--grid key {key!r} is not a sweepable config key.')
+      raise ConfigError(f'--grid key {key!r} is not a sweepable config key'
+                        f'{config_file.renamed_hint(key)}.')
     grid.append((key, [v.strip() for v in values.split(',') if v.strip()]))
   if not grid:
     raise ConfigError('Give at least one --grid KEY=V1,V2,...')
