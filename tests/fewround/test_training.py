@@ -13,11 +13,12 @@ import os
 import numpy as np
 import pytest
 
+from tff_meta.core.run_folder import RunFolderError
+
 from tests.fewround import fixtures
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment, training
 from tff_meta.fewround import process as P
-from tff_meta.core.checkpoints import IncompatibleCheckpointError
 
 
 class Killed(Exception):
@@ -111,23 +112,23 @@ def test_resuming_another_configuration_is_refused(tmp_path):
   # re-scored with the other rule from the same folder
   rescored = config_lib.load(None, {'episodes': 20, 'test_prototypes': 'recomputed'})
   experiment.prepare_output(rescored, out)
-  with pytest.raises(IncompatibleCheckpointError, match='inner_lr=0.1.*inner_lr=0.3'):
+  with pytest.raises(RunFolderError, match='inner_lr: 0.1 -> 0.3'):
     experiment.prepare_output(config_lib.load(None, {'episodes': 20, 'inner_lr': 0.3}), out)
 
 
-def test_a_run_saved_with_the_old_beta_names_is_refused_naming_the_new_ones(tmp_path):
-  # A run folder from before beta was renamed (meta_lr -> server_lr): the committed ones were
-  # rewritten once (`python -m research.rename_config_keys`); a user's is refused, left as it was.
+def test_a_run_saved_with_the_old_beta_names_resumes(tmp_path):
+  # A run folder from before beta was renamed (meta_lr -> server_lr) holds the same setting:
+  # the resume check reads its old keys by their new names (config_file.OLD_KEYS).
   out = str(tmp_path / 'run')
   os.makedirs(os.path.join(out, 'frl_distance', 'checkpoints', 'program_state_5'))
-  old = 'episodes = 10\nmeta_lr = 0.01\nserver_lr_decay_episode = 5000\n'
   with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write(old)
-  with pytest.raises(IncompatibleCheckpointError,
-                     match=r"config.toml: key 'meta_lr' was renamed 'server_lr'; rename it there"):
-    experiment.prepare_output(config_lib.load(None, {'episodes': 20}), out)
-  with open(os.path.join(out, 'config.toml')) as f:
-    assert f.read() == old
-  with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write(old.replace('meta_lr', 'server_lr'))   # renamed: it resumes
+    f.write('episodes = 10\nmeta_lr = 0.01\nmeta_lr_decay_episode = 5000\n')
   experiment.prepare_output(config_lib.load(None, {'episodes': 20}), out)
+  with open(os.path.join(out, 'config.toml')) as f:
+    assert 'server_lr = 0.01\nserver_lr_decay_episode = 5000\n' in f.read()
+  with open(os.path.join(out, 'config.toml'), 'w') as f:
+    f.write('meta_lr = 0.01\nmeta_lr_decay_episode = 5000\n')
+  with pytest.raises(RunFolderError, match='server_lr_decay_episode: 5000 -> 625'):
+    experiment.prepare_output(config_lib.load(None, {'server_lr_decay_episode': 625}), out)
+
+

@@ -123,7 +123,9 @@ def _runner(alg: Algorithm, process, pool: WorkerPool, *,
            'for such algorithms).')
     resident_state = False
   if resident_state and workers > 1:
-    return PoolResidentRounds(process, pool.addresses, num_clients, needs_state)
+    return PoolResidentRounds(process, pool.addresses, num_clients, needs_state,
+                              tls=getattr(pool, 'tls', None))
   if resident_state:
-    return ResidentRounds(process, pool.addresses[0], num_clients, needs_state)
+    return ResidentRounds(process, pool.addresses[0], num_clients, needs_state,
+                          tls=getattr(pool, 'tls', None))
   return PlainRounds(process)

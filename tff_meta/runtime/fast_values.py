@@ -28,12 +28,14 @@ def value_proto(value, type_spec: tff.Type, out: executor_pb2.Value) -> executor
   """Writes `value` of `type_spec` into `out` (TFF's serialization, built in place)."""
   if isinstance(type_spec, tff.FederatedType):
     values = [value] if type_spec.all_equal else list(value)
+    out.federated.SetInParent()
     for v in values:
       value_proto(v, type_spec.member, out.federated.value.add())
     out.federated.type.CopyFrom(type_serialization.serialize_type(type_spec).federated)
   elif isinstance(type_spec, tff.StructType):
     elements = list(tff.structure.iter_elements(tff.structure.from_container(value)))
     types = list(tff.structure.iter_elements(type_spec))
+    out.struct.SetInParent()   # an empty struct is a value too (e.g. a DP aggregator's state)
     if len(elements) != len(types):
       raise TypeError(f'A value of {len(elements)} elements cannot have the type {type_spec}.')
     for (name, element_type), (_, element) in zip(types, elements):

@@ -175,8 +175,7 @@ class PoolResidentRounds(RoundRunner):
     lead = self._workers[0]
     params_of, partial, merge, finish = self._fns[0]
     if state is not self._returned or self._remote_state is None:
-      self._remote_state = await fast_values.create_value(
-          lead.executor, state, self._types.parameter[0])
+      self._remote_state = await lead.executor.create_value(state, self._types.parameter[0])
     params = await lead.call(params_of, self._remote_state)
     params_proto = lead.raw(params) if len(self._workers) > 1 else None
     data_type = self._types.parameter[1]

@@ -84,17 +84,20 @@ class ResidentRounds(RoundRunner):
 
   async def _round(self, state, inputs):
     if state is not self._returned or self._remote_state is None:
-      self._remote_state = await fast_values.create_value(
-          self._executor, state, self._types.parameter[0])
+      self._remote_state = await self._executor.create_value(state, self._types.parameter[0])
     elements = list(tff.structure.iter_elements(self._types.parameter))
     if len(inputs) != len(elements) - 1:
       raise ValueError(f'process.next takes {len(elements) - 1} argument(s) after the state, '
                        f'got {len(inputs)}.')
     values = [self._remote_state]
-    for value, (_, value_type) in zip(inputs, elements[1:]):
+    for i, (value, (_, value_type)) in enumerate(zip(inputs, elements[1:])):
       value = list(value) if isinstance(value_type, tff.FederatedType) and \
           value_type.placement is tff.CLIENTS else value
-      values.append(await fast_values.create_value(self._executor, value, value_type))
+      # The round's data (the last argument) in place; the state and client states, small,
+      # through TFF's own serializer.
+      create = fast_values.create_value if i == len(inputs) - 1 else (
+          lambda executor, v, t: executor.create_value(v, t))
+      values.append(await create(self._executor, value, value_type))
     arg = await self._executor.create_struct(
         collections.OrderedDict(zip([name for name, _ in elements], values)))
     call = await self._executor.create_call(self._fn, arg)
