@@ -16,8 +16,8 @@
   (atomically), and its step is found again from the evaluation CSV, so a
   resumed run keeps the best-so-far;
 - divergence stop: `check(n, row)` sees every step row (see `stop_if_not_finite`);
-- checkpoint: every `checkpoint_every` steps and at the end, after
-  `before_save(n)` (e.g. a client-state store flushing its writes);
+- checkpoint: every `checkpoint_every` steps and at the end, between
+  `before_save(n)` (e.g. a client-state store flushing its writes) and `after_save(n)`;
 - a tqdm progress bar with `postfix(row, eval_row, n)`.
 """
 
@@ -86,6 +86,13 @@ def stop_if_not_finite(error: Type[Exception], keys: Tuple[str, ...], what: str
   return check
 
 
+async def _call(hook, n: int) -> None:
+  if hook is not None:
+    done = hook(n)
+    if asyncio.iscoroutine(done):
+      await done
+
+
 def _bar(total: int, start: int, name: str, show: bool):
   if not show:
     return None
@@ -100,13 +107,15 @@ async def run(*, name: str, folder: str, initial, step: Callable[[Any, int], Tup
               evaluation: Optional[Evaluation] = None, select: Optional[Tuple[str, str]] = None,
               check: Optional[Callable[[int, Row], None]] = None,
               before_save: Optional[Callable[[int], Any]] = None,
+              after_save: Optional[Callable[[int], Any]] = None,
               on_start: Optional[Callable[[int], None]] = None,
               restore: Optional[Callable[[], Any]] = None,
               show_progress: bool = False,
               postfix: Optional[Callable[[Optional[Row], Optional[Row], int], dict]] = None
               ) -> Result:
   """Runs the loop (module doc). `restore()` (awaitable, optional) replaces the default
-  restore and returns (state manager, state, start); `before_save` may be async."""
+  restore and returns (state manager, state, start); `before_save` and `after_save`
+  (e.g. pruning what the removed checkpoints implied) may be async."""
   os.makedirs(folder, exist_ok=True)
   if step_file:   # a damaged file stops the run before any write
     checkpoints.check_csv(os.path.join(folder, step_file), unit)
@@ -120,7 +129,7 @@ async def run(*, name: str, folder: str, initial, step: Callable[[Any, int], Tup
     manager, saved, start = await managers.restore(folder, saved, name, unit=unit,
                                                    keep_total=keep_total)
   state, best = (saved['state'], saved['best']) if select else (saved, None)
-  if 0 < start < total:
+  if start:
     print(f'Resuming {name} from {unit} {start} ({folder}).', file=sys.stderr, flush=True)
   if on_start is not None:
     on_start(start)
@@ -157,11 +166,9 @@ async def run(*, name: str, folder: str, initial, step: Callable[[Any, int], Tup
     if evaluation is not None and evaluation.evaluates(n):
       eval_row = await evaluate(n)
     if n % checkpoint_every == 0 or n == total:
-      if before_save is not None:
-        done = before_save(n)
-        if asyncio.iscoroutine(done):
-          await done
+      await _call(before_save, n)
       await manager.save({'state': state, 'best': best} if select else state, n)
+      await _call(after_save, n)
     if bar is not None:
       if postfix is not None:
         bar.set_postfix(postfix(row, eval_row, n), refresh=False)

@@ -37,7 +37,6 @@ import asyncio
 import collections
 import dataclasses
 import os
-import sys
 import time
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -49,8 +48,9 @@ from tff_meta.core import provenance
 from tff_meta.algorithms import Algorithm, stateful
 from tff_meta.data.protocol import ClientSplit, ProtocolData
 from tff_meta.evaluation import communication, personalized
-from tff_meta.core import checkpoints, files, managers
+from tff_meta.core import checkpoints, files
 from tff_meta.data import client_data
+from tff_meta.program import loop
 from tff_meta.program.client_states import ClientStateStore
 from tff_meta.core.logs import note
 from tff_meta.program.privacy import Budget
@@ -114,14 +114,6 @@ class RunResult:
     if self.epsilon is not None:
       row.update(epsilon=self.epsilon, delta=self.delta)
     return row
-
-
-def _progress(total: int, initial: int, desc: str, enabled: bool):
-  if not enabled:
-    return None
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  return tqdm(total=total, initial=initial, desc=desc, file=sys.stderr, dynamic_ncols=True,
-              mininterval=1.0 if sys.stderr.isatty() else 10.0)
 
 
 def evaluate(alg: Algorithm, params, clients, pool: WorkerPool, *, known: bool = False,
@@ -295,12 +287,6 @@ class Evaluation:
     return row, summaries[PRIMARY]
 
 
-def _release_managers(output_dir: str):
-  """(training, evaluation) release managers: metrics.csv / eval.csv and TensorBoard."""
-  return (managers.metric_releases(output_dir, METRICS_FILE, TENSORBOARD_DIR, 'round'),
-          managers.metric_releases(output_dir, EVAL_FILE, TENSORBOARD_EVAL_DIR, 'round'))
-
-
 async def _restore(alg: Algorithm, output_dir: str, state_manager):
   """(state, first round to run - 1, client state store or None) of a new or resumed run."""
   initial = alg.process.initialize()
@@ -314,7 +300,6 @@ async def _restore(alg: Algorithm, output_dir: str, state_manager):
   if state is None:
     return initial, 0, store
   logging.info('Resuming %s from the checkpoint of round %d.', alg.display_name, int(version))
-  print(f'Resuming {alg.display_name} from round {int(version)} ({output_dir}).', file=sys.stderr)
   return state, int(version), store
 
 
@@ -366,15 +351,6 @@ def _train_row(alg: Algorithm, pool, metrics, batch, per_round: dict,
       worker_rss_mb=pool.resident_mb())
 
 
-async def _checkpoint(state_manager, store: Optional[ClientStateStore], state,
-                      round_num: int) -> None:
-  if store is not None:   # client states first: a checkpoint implies its states
-    store.flush(round_num)
-  await state_manager.save(state, round_num)
-  if store is not None:
-    store.prune(min(await state_manager.get_versions() or [round_num]))
-
-
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
@@ -383,8 +359,6 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
   os.makedirs(output_dir, exist_ok=True)
-  for name in (METRICS_FILE, EVAL_FILE):   # a damaged file stops the run before any write
-    checkpoints.check_csv(os.path.join(output_dir, name), 'round')
   state_manager = tff.program.FileProgramStateManager(
       os.path.join(output_dir, CHECKPOINTS_DIR), keep_total=3)
   schedule = Schedule(rounds, eval_every, checkpoint_every, final_eval_rounds)
@@ -394,41 +368,56 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     note(f'resample_support has no effect on {alg.display_name}: it trains on all of a '
          'client\'s data.')
 
-  with tff.framework.get_context_stack().install(pool.context):
-    state, start, store = await _restore(alg, output_dir, state_manager)
+  restored = {}
+
+  async def restore():
+    state, start, restored['store'] = await _restore(alg, output_dir, state_manager)
+    evaluation.store = restored['store']
+    return state_manager, state, start
+
+  def started(start: int) -> None:
     provenance.record(output_dir, start)
     if on_start is not None:
       on_start()
-    train_release, eval_release = _release_managers(output_dir)
-    evaluation = Evaluation(alg, data, pool, seed, store, privacy)
-    final = None   # the test summary of the last round, once evaluated
-    if start == 0:
-      await eval_release.release(evaluation.row(state, 0)[0], key=0)
-    runner = choose_runner(alg, pool,
-                           resident_state=resident_state, num_clients=sampler.num_clients,
-                           round_batch=lambda r: sampler.sample(r).batch,
-                           needs_state=schedule.needs_state)
-    bar = _progress(rounds, start, alg.display_name, show_progress)
-    last_eval, divergence = float('nan'), Divergence(alg, output_dir)
-    with runner:
-      for round_num in range(start + 1, rounds + 1):
-        sampled = sampler.sample(round_num)
-        t0 = time.perf_counter()
-        state, metrics, _ = _train(runner, pool, store, state, round_num, sampled)
-        sampler.done(round_num)
-        divergence.check(metrics, round_num, len(sampled.clients))
-        row = _train_row(alg, pool, metrics, sampled.batch, per_round, t0)
-        await train_release.release(row, key=round_num)
-        if schedule.evaluates(round_num):
-          eval_row, summary = evaluation.row(state, round_num)
-          await eval_release.release(eval_row, key=round_num)
-          last_eval = summary.accuracy
-          final = summary if round_num == rounds else final
-        if schedule.checkpoints(round_num):
-          await _checkpoint(state_manager, store, state, round_num)
-        _show_progress(bar, row, last_eval, privacy, round_num)
-    if bar is not None:
-      bar.close()
+
+  def step(state, round_num: int):
+    sampled = sampler.sample(round_num)
+    t0 = time.perf_counter()
+    state, metrics, _ = _train(runner, pool, restored['store'], state, round_num, sampled)
+    sampler.done(round_num)
+    divergence.check(metrics, round_num, len(sampled.clients))
+    return state, _train_row(alg, pool, metrics, sampled.batch, per_round, t0)
+
+  def evaluate(state, round_num: int):
+    nonlocal final, last_eval
+    row, summary = evaluation.row(state, round_num)
+    last_eval = summary.accuracy
+    final = summary if round_num == rounds else final
+    return row
+
+  async def after_save(round_num: int) -> None:
+    store = restored['store']
+    if store is not None:
+      store.prune(min(await state_manager.get_versions() or [round_num]))
+
+  evaluation = Evaluation(alg, data, pool, seed, None, privacy)
+  final = None   # the test summary of the last round, once evaluated
+  last_eval, divergence = float('nan'), Divergence(alg, output_dir)
+  runner = choose_runner(alg, pool,
+                         resident_state=resident_state, num_clients=sampler.num_clients,
+                         round_batch=lambda r: sampler.sample(r).batch,
+                         needs_state=schedule.needs_state)
+  with tff.framework.get_context_stack().install(pool.context), runner:
+    result = await loop.run(
+        name=alg.display_name, folder=output_dir, initial=None, step=step, total=rounds,
+        checkpoint_every=checkpoint_every, keep_total=3, unit='round', restore=restore,
+        step_file=METRICS_FILE, step_tensorboard=TENSORBOARD_DIR,
+        evaluation=loop.Evaluation(evaluate, schedule.evaluates, EVAL_FILE,
+                                   TENSORBOARD_EVAL_DIR),
+        before_save=lambda n: restored['store'] and restored['store'].flush(n),   # states first
+        after_save=after_save, on_start=started, show_progress=show_progress,
+        postfix=lambda row, _, n: _postfix(row, last_eval, privacy, n))
+    state = result.state
 
   if final is None:   # a finished run read back from its checkpoint
     with tff.framework.get_context_stack().install(pool.context):
@@ -436,14 +425,12 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   return _result(alg, rounds, final, per_round, output_dir, final_eval_rounds, privacy)
 
 
-def _show_progress(bar, row, last_eval: float, privacy: Optional[Budget], round_num: int) -> None:
-  if bar is not None:
-    postfix = dict(loss=f'{row["train_loss"]:.3f}', acc=f'{row["train_accuracy"]:.3f}',
-                   test_acc=f'{last_eval:.3f}')
-    if privacy is not None:
-      postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
-    bar.set_postfix(refresh=False, **postfix)
-    bar.update(1)
+def _postfix(row, last_eval: float, privacy: Optional[Budget], round_num: int) -> dict:
+  postfix = dict(loss=f'{row["train_loss"]:.3f}', acc=f'{row["train_accuracy"]:.3f}',
+                 test_acc=f'{last_eval:.3f}')
+  if privacy is not None:
+    postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
+  return postfix
 
 
 def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_round: dict,
