@@ -256,9 +256,6 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                resample_support: bool = False,
                privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
-  os.makedirs(output_dir, exist_ok=True)
-  state_manager = tff.program.FileProgramStateManager(
-      os.path.join(output_dir, CHECKPOINTS_DIR), keep_total=3)
   schedule = Schedule(rounds, eval_every, checkpoint_every, final_eval_rounds)
   sampler = RoundSampler(alg.train_data, data.train, clients_per_round, seed, resample_support)
   per_round = communication.round_bytes(alg.process, sampler.num_clients)
@@ -268,7 +265,9 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
 
   restored = {}
 
-  async def restore():
+  async def restore():   # after the loop's checks of metrics.csv and eval.csv
+    state_manager = restored['manager'] = tff.program.FileProgramStateManager(
+        os.path.join(output_dir, CHECKPOINTS_DIR), keep_total=3)
     state, start, restored['store'] = await _restore(alg, output_dir, state_manager)
     evaluation.store = restored['store']
     return state_manager, state, start
@@ -296,7 +295,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   async def after_save(round_num: int) -> None:
     store = restored['store']
     if store is not None:
-      store.prune(min(await state_manager.get_versions() or [round_num]))
+      store.prune(min(await restored['manager'].get_versions() or [round_num]))
 
   evaluation = Evaluation(alg, data, pool, seed, None, privacy)
   final = None   # the test summary of the last round, once evaluated
