@@ -9,7 +9,7 @@ import pytest
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS
 from tff_meta.data import client_data
-from tff_meta.program import training_loop
+from tff_meta.program import round_evaluation, training_loop
 from tff_meta.program.training_loop import RoundSampler, Schedule
 from tff_meta.runtime.pool import WorkerPool
 
@@ -76,12 +76,12 @@ def test_evaluation_in_chunks_scores_every_client_as_one_call_does(tff_worker, m
       alg = ALGORITHMS.get(name)(model)
       params = alg.params(alg.process.initialize())
       clients = data.test[:5]
-      monkeypatch.setattr(training_loop, 'EVAL_EXAMPLES_PER_CALL', 10**9)
-      monkeypatch.setattr(training_loop, 'EVAL_CLIENTS_PER_CALL', 100)
+      monkeypatch.setattr(round_evaluation, 'EVAL_EXAMPLES_PER_CALL', 10**9)
+      monkeypatch.setattr(round_evaluation, 'EVAL_CLIENTS_PER_CALL', 100)
       whole = training_loop.evaluate(alg, params, clients, pool)
       for budget, cap in ((10**9, 2), (1, 100)):   # calls of 2, 2, 1; one client per call
-        monkeypatch.setattr(training_loop, 'EVAL_EXAMPLES_PER_CALL', budget)
-        monkeypatch.setattr(training_loop, 'EVAL_CLIENTS_PER_CALL', cap)
+        monkeypatch.setattr(round_evaluation, 'EVAL_EXAMPLES_PER_CALL', budget)
+        monkeypatch.setattr(round_evaluation, 'EVAL_CLIENTS_PER_CALL', cap)
         chunked = training_loop.evaluate(alg, params, clients, pool)
         assert chunked.num_examples == whole.num_examples == sum(len(c.query.y) for c in clients)
         np.testing.assert_allclose(chunked.client_accuracies, whole.client_accuracies)

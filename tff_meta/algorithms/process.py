@@ -10,18 +10,13 @@ theta - theta_local, FedMeta's meta-gradient (FedMeta Alg. 1, l. 17). The server
 applies the weighted mean through a `tff.learning.optimizers` optimizer
 (theta <- theta - (beta/m) sum_u g_u with SGD, FedMeta Alg. 1, l. 8).
 
-Robustness: a client whose update is not finite (NaN/Inf loss, exploding
-inner step) or that reports no usable examples gets weight 0 and is counted
-in `num_rejected`; if every client is rejected the state is kept unchanged.
-The round has a single aggregation stage (one `federated_sum` of a struct),
-so it compiles to TFF's mergeable form and runs on worker pools.
-
-`model_aggregator`, as in the `tff.learning` builders: a
-`tff.aggregators` factory for the update (DP, secure aggregation; module
-`aggregation`). Its process then aggregates the (unweighted, rejected =
-zeros) updates, in parallel with the `federated_sum` of the weights and
-metrics, and its state is the server state's `aggregator`. None is the mean
-above, fused into the single sum (equal to `tff.aggregators.MeanFactory`).
+A client whose update is not finite or that has no usable examples gets
+weight 0 (counted in `num_rejected`); if all are rejected the state is kept.
+One aggregation stage (one `federated_sum` of a struct), so the round compiles
+to TFF's mergeable form for worker pools. `model_aggregator` (DP, secure
+aggregation; `aggregation.py`), as in `tff.learning`'s builders, aggregates the
+updates beside that sum, its state the server state's `aggregator`; None is
+the mean, fused into the single sum (equal to `tff.aggregators.MeanFactory`).
 
 Type signatures (P = params, D = one client's data, M = metrics, A = the
 aggregator's state, only with a `model_aggregator`):

@@ -1,4 +1,4 @@
-"""Finished runs scored again on other clients, summarised per method (issue #13).
+"""Finished runs scored again on other clients, summarised per method.
 
 `programs.evaluate` writes one JSON per run it re-scores
 (`program/reevaluation.py`): the run's seed, and per evaluation setting a row

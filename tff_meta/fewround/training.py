@@ -13,8 +13,8 @@ Both take a `sample(i)` callable giving round/episode i's K clients, so every
 method sees the same seeded episodes, and so a resumed run sees the episodes
 it would have seen.
 
-With a `run_dir`, both run as `programs.train` does (`checkpointed_loop`,
-on the managers of `program.managers`): the metrics go to
+With a `run_dir`, both run on the one checkpointed loop (`checkpointed_loop`,
+`core/loop.py`): the metrics go to
 <run_dir>/metrics.csv and <run_dir>/tensorboard through tff.program's release
 managers, and the state (phi and the Adam slots, or the pre-trained weights)
 to <run_dir>/checkpoints through `tff.program.FileProgramStateManager` every
@@ -27,10 +27,8 @@ in the state an uninterrupted run reaches.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import os
-import sys
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -39,8 +37,8 @@ import tqdm
 
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import process as process_lib
-from tff_meta.core import checkpoints, managers
 from tff_meta.core.run_folder import METRICS_FILE, TENSORBOARD_DIR, read_by_key
+from tff_meta.core import loop as checkpointed
 
 Row = Dict[str, float]
 # Every checkpoint is kept (0 = no limit in tff.program.FileProgramStateManager):
@@ -52,30 +50,6 @@ KEEP_ALL = 0
 def _ratio(total, key: str, count: str = 'num_examples') -> float:
   n = float(total[count])
   return float(total[key]) / n if n > 0 else float('nan')
-
-
-async def _loop(name: str, run_dir: str, key: str, initial, step: Callable, total: int,
-                checkpoint_every: int, progress: bool):
-  os.makedirs(run_dir, exist_ok=True)
-  checkpoints.check_csv(os.path.join(run_dir, METRICS_FILE), key)   # a damaged file: no write
-  manager, state, start = await managers.restore(run_dir, initial, name, unit=key,
-                                                 keep_total=KEEP_ALL)
-  if 0 < start < total:
-    print(f'Resuming {name} from {key} {start} ({run_dir}).', file=sys.stderr, flush=True)
-  release = managers.metric_releases(run_dir, METRICS_FILE, TENSORBOARD_DIR, key)
-  bar = tqdm.tqdm(total=total, initial=min(start, total), desc=name, disable=not progress,
-                  leave=False, file=sys.stderr)
-  for i in range(start, total):
-    t0 = time.perf_counter()
-    state, row = step(state, i)
-    row['seconds'] = time.perf_counter() - t0
-    await release.release(row, key=i + 1)
-    if (i + 1) % checkpoint_every == 0 or i + 1 == total:
-      await manager.save(state, i + 1)
-    bar.set_postfix({k: f'{v:.3f}' for k, v in list(row.items())[:2]}, refresh=False)
-    bar.update(1)
-  bar.close()
-  return state
 
 
 def checkpointed_loop(name: str, run_dir: Optional[str], key: str, initial,
@@ -91,8 +65,18 @@ def checkpointed_loop(name: str, run_dir: Optional[str], key: str, initial,
     for i in tqdm.trange(total, desc=name, disable=not progress, leave=False):
       state, _ = step(state, i)
     return state
-  return asyncio.run(_loop(name, run_dir, key, initial, step, total, checkpoint_every,
-                           progress))
+
+  def timed(state, n):
+    t0 = time.perf_counter()
+    state, row = step(state, n - 1)
+    row['seconds'] = time.perf_counter() - t0
+    return state, row
+
+  return checkpointed.run_sync(
+      name=name, folder=run_dir, initial=initial, step=timed, total=total,
+      checkpoint_every=checkpoint_every, keep_total=KEEP_ALL, unit=key,
+      step_file=METRICS_FILE, step_tensorboard=TENSORBOARD_DIR, show_progress=progress,
+      postfix=lambda row, _, __: {k: f'{v:.3f}' for k, v in list(row.items())[:2]}).state
 
 
 def episode_row(process, state, round_metrics, metrics) -> Row:

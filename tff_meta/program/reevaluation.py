@@ -8,7 +8,7 @@ gives the global parameters. Each `Setting` changes only what evaluation
 reads - the inner steps of personalization (`eval_inner_steps`), alpha
 (`inner_lr`, flag --eval_inner_lr) or FedAvg(Meta)'s fine-tuning epochs
 (`finetune_epochs`) - and is scored by the training loop's own evaluation
-(`training_loop.Evaluation`) on the same clients, with the same seed, as the
+(`round_evaluation.Evaluation`) on the same clients, with the same seed, as the
 run's eval.csv rows. With no setting, it repeats the run's own evaluation,
 which gives the run's row back.
 
@@ -62,7 +62,7 @@ from tff_meta.core.fields import check_fields
 from tff_meta.program import experiment
 from tff_meta.program import config as config_lib
 from tff_meta.program.config import ConfigError
-from tff_meta.program.training_loop import Evaluation
+from tff_meta.program.round_evaluation import Evaluation
 from tff_meta.core.run_folder import (CHECKPOINTS_DIR, CONFIG_FILE, EVAL_FILE,
                                  METRICS_FILE, RESULTS_FILE)
 

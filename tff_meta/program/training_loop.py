@@ -37,20 +37,22 @@ import asyncio
 import collections
 import dataclasses
 import os
-import sys
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow_federated as tff
 from absl import logging
 
 from tff_meta.core import provenance
-from tff_meta.algorithms import Algorithm, stateful
+from tff_meta.algorithms import Algorithm
 from tff_meta.data.protocol import ClientSplit, ProtocolData
 from tff_meta.evaluation import communication, personalized
-from tff_meta.core import checkpoints, files, managers
+from tff_meta.core import checkpoints, files
 from tff_meta.data import client_data
+from tff_meta.core import loop
+from tff_meta.program.round_evaluation import (  # noqa: F401 (callers import them here)
+    PRIMARY, Evaluation, eval_calls, evaluate)
 from tff_meta.program.client_states import ClientStateStore
 from tff_meta.core.logs import note
 from tff_meta.program.privacy import Budget
@@ -62,18 +64,6 @@ from tff_meta.runtime.pool import WorkerPool
 from tff_meta.runtime.rounds import RoundResult, RoundRunner
 
 DIVERGENCE_PATIENCE = 5
-PRIMARY = 'test'   # the split whose accuracy a run reports
-# Evaluation calls. The worker runs a call's clients at once, so a call's
-# memory grows with its examples and its clients' models: one call over
-# every test client of the FEMNIST CNN's Meta-SGD cell reached 15.9 GB
-# (docs/RESULTS.md), 8 Shakespeare roles of thousands of sequences each
-# 16.5 GB. A call takes clients while their support + query examples stay
-# within EVAL_EXAMPLES_PER_CALL (always at least one client) and at most
-# EVAL_CLIENTS_PER_CALL of them (each holds its own adapted model); inside a
-# client, the slices of `learning.slices` bound the activations. Each client
-# is scored independently, so the results do not depend on the calls.
-EVAL_EXAMPLES_PER_CALL = 2048
-EVAL_CLIENTS_PER_CALL = 8
 
 
 class TrainingDivergedError(RuntimeError):
@@ -116,58 +106,6 @@ class RunResult:
     return row
 
 
-def _progress(total: int, initial: int, desc: str, enabled: bool):
-  if not enabled:
-    return None
-  from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-  return tqdm(total=total, initial=initial, desc=desc, file=sys.stderr, dynamic_ncols=True,
-              mininterval=1.0 if sys.stderr.isatty() else 10.0)
-
-
-def evaluate(alg: Algorithm, params, clients, pool: WorkerPool, *, known: bool = False,
-             store: Optional[ClientStateStore] = None, seed: int = 0) -> personalized.EvalSummary:
-  """Personalized evaluation of `clients`.
-
-  New clients adapt on their support set and are scored on their query set;
-  known (training) clients adapt on all their training data and are scored on
-  their held-out local test set, starting from their own stored state.
-  """
-  episodes = [client_data.episode(c.known_split() if known else c) for c in clients]
-  per_client = []
-  with tff.framework.get_context_stack().install(pool.eval_context):
-    with pool.watch('evaluation'):
-      if alg.stateful:
-        initial = alg.process.initial_client_state
-        if known and store is not None:
-          states = store.get([c.client_id for c in clients])
-        else:
-          states = [initial] * len(clients)
-        stored = store.sample_known(alg.num_candidates, seed) if store is not None else []
-        candidates = stateful.stack_states(stored, alg.num_candidates, initial)
-      sizes = [len(e['support_y']) + len(e['query_y']) for e in episodes]
-      for chunk in eval_calls(sizes, EVAL_EXAMPLES_PER_CALL, EVAL_CLIENTS_PER_CALL):
-        if alg.stateful:
-          per_client += list(alg.evaluate(params, candidates, states[chunk], episodes[chunk]))
-        else:
-          per_client += list(alg.evaluate(params, episodes[chunk]))
-  return personalized.summarize(per_client)
-
-
-def eval_calls(sizes: Sequence[int], max_examples: int, max_clients: int) -> List[slice]:
-  """Consecutive runs of clients, one per evaluation call: each adds clients (of `sizes`
-  examples) while the total stays within `max_examples` and the count within
-  `max_clients`; a client larger than the budget gets a call of its own."""
-  calls, start, total = [], 0, 0
-  for i, size in enumerate(sizes):
-    if i > start and (total + size > max_examples or i - start >= max_clients):
-      calls.append(slice(start, i))
-      start, total = i, 0
-    total += size
-  if start < len(sizes):
-    calls.append(slice(start, len(sizes)))
-  return calls
-
-
 def _round_flops(alg: Algorithm, batch) -> float:
   """FLOPs of the round's sampled clients (`Algorithm.client_flops`); NaN without a model."""
   if alg.client_flops is None:
@@ -177,12 +115,6 @@ def _round_flops(alg: Algorithm, batch) -> float:
   except ValueError as e:    # e.g. a layer the FLOPs model does not know
     logging.log_first_n(logging.WARNING, 'No client FLOPs for %s: %s', 1, alg.display_name, e)
     return float('nan')
-
-
-def _eval_row(split_name, summary) -> Dict[str, float]:
-  return {f'{split_name}_accuracy': summary.accuracy, f'{split_name}_loss': summary.loss,
-          f'{split_name}_client_mean': summary.client_mean,
-          f'{split_name}_client_std': summary.client_std}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,54 +185,6 @@ class RoundSampler:
                                                         resample=self.resample))
 
 
-@dataclasses.dataclass
-class Evaluation:
-  """The evaluation row of a round: new clients (test, validation) and known ones."""
-  alg: Algorithm
-  data: ProtocolData
-  pool: WorkerPool
-  seed: int
-  store: Optional[ClientStateStore] = None
-  privacy: Optional[Budget] = None
-
-  def splits(self) -> List[Tuple[str, Sequence[ClientSplit], bool]]:
-    """(name, clients, known) of each split it scores: new clients (test, validation), then
-    the known clients' held-out sets when the protocol keeps them."""
-    data = self.data
-    has_known = bool(data.train) and data.train[0].holdout is not None
-    # FedEC's protocol has no new clients: its test set is the training clients'
-    # local test sets, reported as test_*; with new clients too they are known_*.
-    known_name = 'known' if data.test else 'test'
-    candidates = (('test', data.test, False), ('validation', data.validation, False),
-                  (known_name, data.train if has_known else [], True))
-    return [(name, clients, known) for name, clients, known in candidates if clients]
-
-  def summary(self, params, split: Tuple[str, Sequence[ClientSplit], bool],
-              round_num: int) -> personalized.EvalSummary:
-    """The evaluation of `params` (after round `round_num`) on one of `splits()`."""
-    _, clients, known = split
-    return evaluate(self.alg, params, clients, self.pool, known=known, store=self.store,
-                    seed=self.seed * 1000003 + round_num)
-
-  def row(self, state, round_num: int) -> Tuple[Dict[str, float], personalized.EvalSummary]:
-    """(eval.csv row, the test summary) of `state` after round `round_num`."""
-    params = self.alg.params(state)
-    row, summaries = {}, {}
-    for split in self.splits():
-      summaries[split[0]] = self.summary(params, split, round_num)
-      row.update(_eval_row(split[0], summaries[split[0]]))
-    if self.privacy is not None:   # the privacy spent by the rounds so far
-      row['epsilon'] = self.privacy.epsilon(round_num)
-    row['worker_rss_mb'] = self.pool.resident_mb()
-    return row, summaries[PRIMARY]
-
-
-def _release_managers(output_dir: str):
-  """(training, evaluation) release managers: metrics.csv / eval.csv and TensorBoard."""
-  return (managers.metric_releases(output_dir, METRICS_FILE, TENSORBOARD_DIR, 'round'),
-          managers.metric_releases(output_dir, EVAL_FILE, TENSORBOARD_EVAL_DIR, 'round'))
-
-
 async def _restore(alg: Algorithm, output_dir: str, state_manager):
   """(state, first round to run - 1, client state store or None) of a new or resumed run."""
   initial = alg.process.initialize()
@@ -314,7 +198,6 @@ async def _restore(alg: Algorithm, output_dir: str, state_manager):
   if state is None:
     return initial, 0, store
   logging.info('Resuming %s from the checkpoint of round %d.', alg.display_name, int(version))
-  print(f'Resuming {alg.display_name} from round {int(version)} ({output_dir}).', file=sys.stderr)
   return state, int(version), store
 
 
@@ -366,15 +249,6 @@ def _train_row(alg: Algorithm, pool, metrics, batch, per_round: dict,
       worker_rss_mb=pool.resident_mb())
 
 
-async def _checkpoint(state_manager, store: Optional[ClientStateStore], state,
-                      round_num: int) -> None:
-  if store is not None:   # client states first: a checkpoint implies its states
-    store.flush(round_num)
-  await state_manager.save(state, round_num)
-  if store is not None:
-    store.prune(min(await state_manager.get_versions() or [round_num]))
-
-
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
@@ -382,11 +256,6 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                clients_per_call: int = 1, resample_support: bool = False,
                privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
-  os.makedirs(output_dir, exist_ok=True)
-  for name in (METRICS_FILE, EVAL_FILE):   # a damaged file stops the run before any write
-    checkpoints.check_csv(os.path.join(output_dir, name), 'round')
-  state_manager = tff.program.FileProgramStateManager(
-      os.path.join(output_dir, CHECKPOINTS_DIR), keep_total=3)
   schedule = Schedule(rounds, eval_every, checkpoint_every, final_eval_rounds)
   sampler = RoundSampler(alg.train_data, data.train, clients_per_round, seed, resample_support)
   per_round = communication.round_bytes(alg.process, sampler.num_clients)
@@ -394,41 +263,58 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     note(f'resample_support has no effect on {alg.display_name}: it trains on all of a '
          'client\'s data.')
 
-  with tff.framework.get_context_stack().install(pool.context):
-    state, start, store = await _restore(alg, output_dir, state_manager)
+  restored = {}
+
+  async def restore():   # after the loop's checks of metrics.csv and eval.csv
+    state_manager = restored['manager'] = tff.program.FileProgramStateManager(
+        os.path.join(output_dir, CHECKPOINTS_DIR), keep_total=3)
+    state, start, restored['store'] = await _restore(alg, output_dir, state_manager)
+    evaluation.store = restored['store']
+    return state_manager, state, start
+
+  def started(start: int) -> None:
     provenance.record(output_dir, start)
     if on_start is not None:
       on_start()
-    train_release, eval_release = _release_managers(output_dir)
-    evaluation = Evaluation(alg, data, pool, seed, store, privacy)
-    final = None   # the test summary of the last round, once evaluated
-    if start == 0:
-      await eval_release.release(evaluation.row(state, 0)[0], key=0)
-    runner = choose_runner(alg, pool,
-                           resident_state=resident_state, num_clients=sampler.num_clients,
-                           round_batch=lambda r: sampler.sample(r).batch,
-                           needs_state=schedule.needs_state, clients_per_call=clients_per_call)
-    bar = _progress(rounds, start, alg.display_name, show_progress)
-    last_eval, divergence = float('nan'), Divergence(alg, output_dir)
-    with runner:
-      for round_num in range(start + 1, rounds + 1):
-        sampled = sampler.sample(round_num)
-        t0 = time.perf_counter()
-        state, metrics, _ = _train(runner, pool, store, state, round_num, sampled)
-        sampler.done(round_num)
-        divergence.check(metrics, round_num, len(sampled.clients))
-        row = _train_row(alg, pool, metrics, sampled.batch, per_round, t0)
-        await train_release.release(row, key=round_num)
-        if schedule.evaluates(round_num):
-          eval_row, summary = evaluation.row(state, round_num)
-          await eval_release.release(eval_row, key=round_num)
-          last_eval = summary.accuracy
-          final = summary if round_num == rounds else final
-        if schedule.checkpoints(round_num):
-          await _checkpoint(state_manager, store, state, round_num)
-        _show_progress(bar, row, last_eval, privacy, round_num)
-    if bar is not None:
-      bar.close()
+
+  def step(state, round_num: int):
+    sampled = sampler.sample(round_num)
+    t0 = time.perf_counter()
+    state, metrics, _ = _train(runner, pool, restored['store'], state, round_num, sampled)
+    sampler.done(round_num)
+    divergence.check(metrics, round_num, len(sampled.clients))
+    return state, _train_row(alg, pool, metrics, sampled.batch, per_round, t0)
+
+  def evaluate(state, round_num: int):
+    nonlocal final, last_eval
+    row, summary = evaluation.row(state, round_num)
+    last_eval = summary.accuracy
+    final = summary if round_num == rounds else final
+    return row
+
+  async def after_save(round_num: int) -> None:
+    store = restored['store']
+    if store is not None:
+      store.prune(min(await restored['manager'].get_versions() or [round_num]))
+
+  evaluation = Evaluation(alg, data, pool, seed, None, privacy)
+  final = None   # the test summary of the last round, once evaluated
+  last_eval, divergence = float('nan'), Divergence(alg, output_dir)
+  runner = choose_runner(alg, pool,
+                         resident_state=resident_state, num_clients=sampler.num_clients,
+                         round_batch=lambda r: sampler.sample(r).batch,
+                         needs_state=schedule.needs_state, clients_per_call=clients_per_call)
+  with tff.framework.get_context_stack().install(pool.context), runner:
+    result = await loop.run(
+        name=alg.display_name, folder=output_dir, initial=None, step=step, total=rounds,
+        checkpoint_every=checkpoint_every, keep_total=3, unit='round', restore=restore,
+        step_file=METRICS_FILE, step_tensorboard=TENSORBOARD_DIR,
+        evaluation=loop.Evaluation(evaluate, schedule.evaluates, EVAL_FILE,
+                                   TENSORBOARD_EVAL_DIR),
+        before_save=lambda n: restored['store'] and restored['store'].flush(n),   # states first
+        after_save=after_save, on_start=started, show_progress=show_progress,
+        postfix=lambda row, _, n: _postfix(row, last_eval, privacy, n))
+    state = result.state
 
   if final is None:   # a finished run read back from its checkpoint
     with tff.framework.get_context_stack().install(pool.context):
@@ -436,14 +322,12 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   return _result(alg, rounds, final, per_round, output_dir, final_eval_rounds, privacy)
 
 
-def _show_progress(bar, row, last_eval: float, privacy: Optional[Budget], round_num: int) -> None:
-  if bar is not None:
-    postfix = dict(loss=f'{row["train_loss"]:.3f}', acc=f'{row["train_accuracy"]:.3f}',
-                   test_acc=f'{last_eval:.3f}')
-    if privacy is not None:
-      postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
-    bar.set_postfix(refresh=False, **postfix)
-    bar.update(1)
+def _postfix(row, last_eval: float, privacy: Optional[Budget], round_num: int) -> dict:
+  postfix = dict(loss=f'{row["train_loss"]:.3f}', acc=f'{row["train_accuracy"]:.3f}',
+                 test_acc=f'{last_eval:.3f}')
+  if privacy is not None:
+    postfix['eps'] = f'{privacy.epsilon(round_num):.2f}'
+  return postfix
 
 
 def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_round: dict,

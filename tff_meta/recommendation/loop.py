@@ -1,6 +1,4 @@
-"""Episode loop with tff.program checkpoints, a metric curve and a progress bar.
-
-The state and release managers are the training loop's (`program.managers`).
+"""The recommendation episode loop: `core/loop.py` with an evaluation curve.
 
 Meta-training (one TFF round of the FedMeta process per episode) and the
 baselines' pre-training (one plain-TF step per episode) both run here:
@@ -22,13 +20,12 @@ baselines' pre-training (one plain-TF step per episode) both run here:
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from tff_meta.core import checkpoints, managers
-from tff_meta.core.run_folder import CURVE_FILE, TENSORBOARD_EVAL_DIR, read_history
+from tff_meta.core.run_folder import CURVE_FILE, TENSORBOARD_EVAL_DIR
+from tff_meta.core import loop as checkpointed
+
+better = checkpointed.better
 
 
 class Selected(NamedTuple):
@@ -37,18 +34,9 @@ class Selected(NamedTuple):
   episode: int
 
 
-def better(value: float, best: float, mode: str) -> bool:
-  """Strictly better (ties keep the earlier episode)."""
-  return value < best if mode == 'min' else value > best
-
-
 def select_best(curve: List[Dict[str, float]], metric: str, mode: str) -> int:
   """The episode of the best `metric` in curve rows (the earliest of ties)."""
-  best = curve[0]
-  for row in curve[1:]:
-    if better(row[metric], best[metric], mode):
-      best = row
-  return int(best['episode'])
+  return checkpointed.select_best(curve, metric, mode, 'episode')
 
 
 def run_episodes(*, name: str, initial_state, step: Callable, evaluate: Callable,
@@ -59,45 +47,16 @@ def run_episodes(*, name: str, initial_state, step: Callable, evaluate: Callable
 
   `evaluate(state) -> {metric: value}`; the curve rows carry `episode` first.
   """
-  os.makedirs(output_dir, exist_ok=True)
-  curve_path = os.path.join(output_dir, CURVE_FILE)
-  checkpoints.check_csv(curve_path, 'episode', allow_blank=False)
-  saved = ({'state': initial_state, 'best': initial_state} if select else initial_state)
-  manager, saved, start = asyncio.run(managers.restore(
-      output_dir, saved, name, unit='episode', keep_total=2))
-  state, best = (saved['state'], saved['best']) if select else (saved, None)
-  if start:
-    print(f'Resuming {name} from episode {start} ({output_dir}).', file=sys.stderr)
-  curve = [r for r in read_history(curve_path) if r['episode'] <= start] if start else []
-  release = managers.metric_releases(output_dir, CURVE_FILE, TENSORBOARD_EVAL_DIR, 'episode')
-
-  def record(state, episode: int) -> None:
-    nonlocal best
-    metrics = evaluate(state)
-    curve.append({'episode': float(episode), **metrics})
-    asyncio.run(release.release(metrics, key=episode))   # drops rows at and past `episode`
-    if select and select_best(curve, *select) == episode:
-      best = state
-
-  if start == 0:
-    record(state, 0)
-  bar = None
-  if show_progress:
-    from tqdm import tqdm  # pylint: disable=g-import-not-at-top
-    bar = tqdm(total=episodes, initial=start, desc=name, file=sys.stderr, dynamic_ncols=True,
-               mininterval=1.0 if sys.stderr.isatty() else 10.0)
-  for episode in range(start + 1, episodes + 1):
-    state = step(state, episode)
-    if episode % eval_every == 0 or episode == episodes:
-      record(state, episode)
-      if bar is not None:
-        bar.set_postfix({k: f'{v:.4f}' for k, v in list(curve[-1].items())[1:3]}, refresh=False)
-    if episode % checkpoint_every == 0 or episode == episodes:
-      asyncio.run(manager.save({'state': state, 'best': best} if select else state, episode))
-    if bar is not None:
-      bar.update(1)
-  if bar is not None:
-    bar.close()
+  result = checkpointed.run_sync(
+      name=name, folder=output_dir, initial=initial_state,
+      step=lambda state, episode: (step(state, episode), None), total=episodes,
+      checkpoint_every=checkpoint_every, keep_total=2, unit='episode',
+      evaluation=checkpointed.Evaluation(
+          evaluate=lambda state, _: evaluate(state),
+          evaluates=lambda e: e % eval_every == 0 or e == episodes,
+          csv_file=CURVE_FILE, tensorboard_dir=TENSORBOARD_EVAL_DIR, allow_blank=False),
+      select=select, show_progress=show_progress,
+      postfix=lambda _, row, __: {k: f'{v:.4f}' for k, v in list((row or {}).items())[:2]})
   if select:
-    return state, curve, Selected(best, select_best(curve, *select))
-  return state, curve
+    return result.state, result.evaluations, Selected(*result.selected)
+  return result.state, result.evaluations
