@@ -4,6 +4,7 @@ import csv
 import os
 import re
 import subprocess
+import time
 import sys
 
 import grpc
@@ -251,8 +252,11 @@ def test_tls_worker_without_cap_sys_admin_warns_and_serves(pools, tmp_path):
     assert (os.readlink(f'/proc/{worker.executor_pid}/ns/net') ==
             os.readlink('/proc/self/ns/net'))
     inner = re.search(r'on port (\d+)\); log', worker.banner).group(1)
-    assert (f'its plain port {inner} listens on every interface. Let only port {port} be '
-            'reached' in ' '.join(worker.log_text().split()))
+    warning = f'its plain port {inner} listens on every interface. Let only port {port} be reached'
+    deadline = time.monotonic() + 30   # the worker's stderr reaches its log file a moment later
+    while warning not in ' '.join(worker.log_text().split()) and time.monotonic() < deadline:
+      time.sleep(0.1)
+    assert warning in ' '.join(worker.log_text().split()), worker.log_text()[-2000:]
     channel = tls.open_channel(f'localhost:{port}', _load(ours, 'trainer'))
     assert tls_helpers.run_on(channel, tls_helpers.marker_computation(str(tmp_path / 'm'))) == 1
     channel.close()
