@@ -285,7 +285,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
     divergence.check(metrics, round_num, len(sampled.clients))
     return state, _train_row(alg, pool, metrics, sampled.batch, per_round, t0)
 
-  def evaluate(state, round_num: int):
+  def evaluate_round(state, round_num: int):
     nonlocal final, last_eval
     row, summary = evaluation.row(state, round_num)
     last_eval = summary.accuracy
@@ -309,7 +309,7 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
         name=alg.display_name, folder=output_dir, initial=None, step=step, total=rounds,
         checkpoint_every=checkpoint_every, keep_total=3, unit='round', restore=restore,
         step_file=METRICS_FILE, step_tensorboard=TENSORBOARD_DIR,
-        evaluation=loop.Evaluation(evaluate, schedule.evaluates, EVAL_FILE,
+        evaluation=loop.Evaluation(evaluate_round, schedule.evaluates, EVAL_FILE,
                                    TENSORBOARD_EVAL_DIR),
         before_save=lambda n: restored['store'] and restored['store'].flush(n),   # states first
         after_save=after_save, on_start=started, show_progress=show_progress,
