@@ -9,7 +9,7 @@ import pytest
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS
 from tff_meta.data import client_data
-from tff_meta.program import round_evaluation, training_loop
+from tff_meta.program import round_evaluation
 from tff_meta.program.training_loop import RoundSampler, Schedule
 from tff_meta.runtime.pool import WorkerPool
 
