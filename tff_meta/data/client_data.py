@@ -27,9 +27,9 @@ def sample_clients(num_clients: int, clients_per_round: int, seed: int, round_nu
 
 
 def episode(client: ClientSplit) -> collections.OrderedDict:
+  support, query, _ = client.parts()   # one read of a client read on demand
   return collections.OrderedDict(
-      support_x=client.support.x, support_y=client.support.y,
-      query_x=client.query.x, query_y=client.query.y)
+      support_x=support.x, support_y=support.y, query_x=query.x, query_y=query.y)
 
 
 def full(client: ClientSplit, seed: int, round_num: int) -> collections.OrderedDict:
