@@ -1,7 +1,7 @@
 r"""Writes an EMNIST-shaped TFF sqlite file of many synthetic writers, for the data benchmarks.
 
   python -m benchmarks.make_emnist_like --clients=20000 --mean_examples=200 \
-      --output=/work/bench_data/emnist_20k/emnist_all.sqlite
+      --output=bench_data/emnist_20k/emnist_all.sqlite
 
 The file has the schema and feature spec of TFF's `emnist_all.sqlite`
 (tables `examples(split_name, client_id, serialized_example_proto)` and
