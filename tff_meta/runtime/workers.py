@@ -58,7 +58,18 @@ def worker_binary_path() -> str:
   return path
 
 
-WORKER_DEFAULT_ENV = {'MALLOC_ARENA_MAX': '2'}
+# The worker's allocator (docs/DECISIONS.md, "Worker memory"; benchmarks/worker_memory.py):
+# - TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1: TF's oneDNN build sends every tensor of 256 KiB or
+#   more to a BFC pool that never returns memory and fragments over the varying
+#   shapes of clients' data (the FEMNIST Meta-SGD cell's worker grew to 10.5 GB);
+#   with it, tensors come from malloc and are freed to it.
+# - MALLOC_MMAP_THRESHOLD_=1048576: glibc then maps every block of 1 MiB or more
+#   on its own and returns it to the system when freed (a fixed threshold also
+#   stops glibc from raising it to the largest block freed, after which large
+#   tensors fragment the heap instead).
+# - MALLOC_ARENA_MAX=2: fewer malloc arenas, less fragmentation across threads.
+WORKER_DEFAULT_ENV = {'MALLOC_ARENA_MAX': '2', 'MALLOC_MMAP_THRESHOLD_': '1048576',
+                      'TF_ONEDNN_USE_SYSTEM_ALLOCATOR': '1'}
 
 # Computation calls one worker runs at once; -1 = no bound (TFF's default).
 DEFAULT_MAX_CONCURRENT_CALLS = -1
@@ -95,10 +106,10 @@ class WorkerProcess:
 
   `env`: variables set for the worker on top of this process's environment,
   e.g. {'CUDA_VISIBLE_DEVICES': '0'} (see program/executor.py, --client_devices).
-  `WORKER_DEFAULT_ENV` comes first: glibc's MALLOC_ARENA_MAX=2 keeps the
-  worker's RSS level over hundreds of rounds, where the default arenas let it
-  grow ~50% in 300 rounds by fragmentation (benchmarks/memory.py,
-  docs/RESULTS.md); an explicit value in the environment or `env` wins.
+  `WORKER_DEFAULT_ENV` comes first: the allocator settings that keep the
+  worker's memory at what its computations hold (malloc instead of TF's oneDNN
+  BFC pool, large blocks returned to the system, two malloc arenas); an
+  explicit value in the environment or `env` wins.
 
   `max_concurrent_calls`: how many computation calls the worker runs at
   once (its --max_concurrent_computation_calls); -1 = no bound, so a round
