@@ -11,7 +11,8 @@ peak resident set (VmHWM, /proc/<pid>/status) of the worker it starts every
 --poll_s seconds until the run ends. Prints and appends to --csv, per run: the
 config, the label, the worker environment given, the rounds, the worker's
 peak, its resident set (VmRSS) after the last round (metrics.csv), the median
-seconds per round of rounds 2.. (round 1 builds the graphs), the load average
+seconds per round of rounds 2.. (round 1 builds the graphs), the CPU seconds the
+worker used over the whole run (less sensitive to other jobs), the load average
 at start and end, the last round's train loss and the last test accuracy (to
 compare two settings' results) and the commit of --code_dir. --worker_env sets
 variables in the program's environment; `WorkerProcess` lets them win over its
@@ -45,7 +46,8 @@ flags.DEFINE_float('poll_s', 0.2, 'Seconds between reads of the worker\'s VmHWM.
 FLAGS = flags.FLAGS
 
 HEADER = ['config', 'label', 'worker_env', 'train_flags', 'rounds', 'peak_worker_rss_mb',
-          'last_round_worker_rss_mb', 'median_s_per_round', 'load_start', 'load_end',
+          'last_round_worker_rss_mb', 'median_s_per_round', 'worker_cpu_s', 'load_start',
+          'load_end',
           'last_train_loss', 'last_test_accuracy', 'commit']
 
 
@@ -71,6 +73,16 @@ def is_worker(pid: int) -> bool:
     return False
 
 
+def cpu_seconds(pid: int) -> float:
+  """User + system CPU seconds of process `pid` so far (/proc/<pid>/stat); NaN if gone."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      fields = f.read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+  except (OSError, ValueError, IndexError):
+    return float('nan')
+
+
 def run_config(config: str, output_dir: str, env: dict) -> dict:
   """Runs one config; returns the worker's peak and the run's per-round numbers."""
   command = [sys.executable, '-m', 'programs.train', f'--config={config}',
@@ -83,13 +95,13 @@ def run_config(config: str, output_dir: str, env: dict) -> dict:
   with open(log_path, 'wb') as log:
     proc = subprocess.Popen(command, env={**os.environ, **env}, stdout=log,
                             stderr=subprocess.STDOUT, cwd=FLAGS.code_dir)
-    peak_kib = 0.0
+    peak_kib, cpu = 0.0, 0.0
     while proc.poll() is None:
       for pid in children(proc.pid):
         if is_worker(pid):
-          hwm = workers.status_kib(pid, 'VmHWM')
-          if hwm == hwm:   # not NaN
-            peak_kib = max(peak_kib, hwm)
+          hwm, used = workers.status_kib(pid, 'VmHWM'), cpu_seconds(pid)
+          if hwm == hwm and used == used:   # not NaN
+            peak_kib, cpu = max(peak_kib, hwm), max(cpu, used)
       time.sleep(FLAGS.poll_s)
   if proc.returncode != 0:
     raise RuntimeError(f'{" ".join(command)} exited with {proc.returncode}; see {log_path}.')
@@ -100,7 +112,7 @@ def run_config(config: str, output_dir: str, env: dict) -> dict:
   seconds = [float(r['round_seconds']) for r in rows[1:]] or [float(rows[0]['round_seconds'])]
   return {'peak_worker_rss_mb': f'{peak_kib * 1024 / 1e6:.0f}',
           'last_round_worker_rss_mb': f'{float(rows[-1]["worker_rss_mb"]):.0f}',
-          'median_s_per_round': f'{statistics.median(seconds):.3f}',
+          'median_s_per_round': f'{statistics.median(seconds):.3f}', 'worker_cpu_s': f'{cpu:.1f}',
           'load_start': f'{load_start:.1f}', 'load_end': f'{os.getloadavg()[0]:.1f}',
           'last_train_loss': rows[-1]['train_loss'],
           'last_test_accuracy': evaluation[-1]['test_accuracy']}
