@@ -69,8 +69,8 @@ WORKER_DEFAULT_ENV = {'MALLOC_ARENA_MAX': '2'}
 # - MALLOC_MMAP_THRESHOLD_=1048576: glibc then maps every block of 1 MiB or more
 #   on its own and returns it when freed (a fixed threshold also stops glibc
 #   from raising it to the largest block freed).
-# Those fresh pages cost CPU (about 1.6x the worker's CPU on the FEMNIST
-# Meta-SGD cell), so workers get them only on machines with less than
+# Those fresh pages cost CPU (1.6-2.3x the worker's CPU on the FEMNIST
+# Table 2 cells), so workers get them only on machines with less than
 # BOUNDED_BELOW_BYTES of memory, where the memory matters more; elsewhere set
 # them in the environment to have them.
 BOUNDED_MEMORY_ENV = {'TF_ONEDNN_USE_SYSTEM_ALLOCATOR': '1', 'MALLOC_MMAP_THRESHOLD_': '1048576'}
@@ -98,6 +98,7 @@ def default_env(memory_bytes: Optional[float] = None) -> Dict[str, str]:
   if memory < BOUNDED_BELOW_BYTES:
     env.update(BOUNDED_MEMORY_ENV)
   return env
+
 
 # Computation calls one worker runs at once; -1 = no bound (TFF's default).
 DEFAULT_MAX_CONCURRENT_CALLS = -1
