@@ -12,10 +12,23 @@ import tensorflow_federated as tff
 from tff_meta.runtime.workers import WorkerProcess
 
 
+# TFF's RemoteExecutor batches the disposal of remote values by 20 (its
+# default): a worker then keeps every value of the last ~4 resident rounds (the
+# server state of each, 160 MB for Meta-SGD on the FEMNIST CNN) or of the last
+# evaluation calls. Disposing each value at once frees it on the worker when
+# Python drops it (docs/DECISIONS.md, "Worker memory").
+DISPOSE_BATCH_SIZE = 1
+
+
+def remote_executor(stub) -> tff.framework.RemoteExecutor:
+  """TFF's `RemoteExecutor` on `stub` that disposes every remote value as soon as it is dropped."""
+  return tff.framework.RemoteExecutor(stub, dispose_batch_size=DISPOSE_BATCH_SIZE)
+
+
 def _context_kwargs(stub):
   def stack_fn(cardinalities):
     cardinalities.setdefault(tff.CLIENTS, 0)
-    executor = tff.framework.RemoteExecutor(stub)
+    executor = remote_executor(stub)
     executor.set_cardinalities(cardinalities)
     return executor
 

@@ -50,7 +50,7 @@ from tensorflow_federated.proto.v0 import executor_pb2
 # RemoteValue is not exported under tff.framework in TFF 0.87.
 from tensorflow_federated.python.core.impl.executors import remote_executor
 
-from tff_meta.runtime import fast_values
+from tff_meta.runtime import contexts, fast_values
 from tff_meta.runtime.resident import LoopThread
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner, check_no_client_states
 from tff_meta.runtime.tls import TlsFiles, open_channel
@@ -109,7 +109,7 @@ class _Worker:
   def __init__(self, address: str, num_clients: int, tls: Optional[TlsFiles]):
     self.channel = open_channel(address, tls)
     self.stub = tff.framework.RemoteExecutorGrpcStub(self.channel)
-    self.executor = tff.framework.RemoteExecutor(self.stub)
+    self.executor = contexts.remote_executor(self.stub)
     self.executor.set_cardinalities({tff.CLIENTS: num_clients})
     self.num_clients = num_clients
 

@@ -12,7 +12,7 @@ are built on): the state becomes a remote value on the worker, each round
 is `create_call(next, <state_ref, data>)`, and only the round's metrics are
 computed (fetched). The state is fetched only on rounds where the caller
 needs it (evaluation, checkpoints, the last round). Old remote values are
-disposed by TFF's finalizers. One worker only (the mergeable form of worker
+disposed on the worker as soon as Python drops them (`contexts.remote_executor`). One worker only (the mergeable form of worker
 pools materializes every call's result).
 
 Algorithms with per-client state (`algorithms/stateful.py`) pass the round's
@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 
 import tensorflow_federated as tff
 
-from tff_meta.runtime import fast_values
+from tff_meta.runtime import contexts, fast_values
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner
 from tff_meta.runtime.tls import TlsFiles, open_channel
 
@@ -72,8 +72,7 @@ class ResidentRounds(RoundRunner):
     self._process = process
     self._needs_state = needs_state
     self._channel = open_channel(address, tls)   # tls: the trainer's files for a TLS pool
-    self._executor = tff.framework.RemoteExecutor(
-        tff.framework.RemoteExecutorGrpcStub(self._channel))
+    self._executor = contexts.remote_executor(tff.framework.RemoteExecutorGrpcStub(self._channel))
     self._executor.set_cardinalities({tff.CLIENTS: num_clients})
     self._loop = LoopThread()
     compiled = tff.backends.native.compiler.desugar_and_transform_to_native(process.next)

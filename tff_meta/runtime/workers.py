@@ -58,7 +58,47 @@ def worker_binary_path() -> str:
   return path
 
 
+# Every worker: fewer malloc arenas, less fragmentation across threads.
 WORKER_DEFAULT_ENV = {'MALLOC_ARENA_MAX': '2'}
+
+# Memory-bounded allocation (docs/DECISIONS.md, "Worker memory";
+# docs/runs/worker_memory):
+# - TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1: TF's oneDNN build otherwise keeps every tensor
+#   of 256 KiB or more in a BFC pool that never returns memory and fragments over
+#   the varying shapes of clients' data;
+# - MALLOC_MMAP_THRESHOLD_=1048576: glibc then maps every block of 1 MiB or more
+#   on its own and returns it when freed (a fixed threshold also stops glibc
+#   from raising it to the largest block freed).
+# Those fresh pages cost CPU (1.6-2.3x the worker's CPU on the FEMNIST
+# Table 2 cells), so workers get them only on machines with less than
+# BOUNDED_BELOW_BYTES of memory, where the memory matters more; elsewhere set
+# them in the environment to have them.
+BOUNDED_MEMORY_ENV = {'TF_ONEDNN_USE_SYSTEM_ALLOCATOR': '1', 'MALLOC_MMAP_THRESHOLD_': '1048576'}
+BOUNDED_BELOW_BYTES = 16 * 2**30
+
+
+def machine_memory_bytes() -> float:
+  """MemTotal of /proc/meminfo in bytes; NaN where it cannot be read."""
+  try:
+    with open('/proc/meminfo') as f:
+      for line in f:
+        if line.startswith('MemTotal:'):
+          return float(line.split()[1]) * 1024
+  except (OSError, ValueError, IndexError):
+    pass
+  return float('nan')
+
+
+def default_env(memory_bytes: Optional[float] = None) -> Dict[str, str]:
+  """The environment every worker starts with: `WORKER_DEFAULT_ENV`, plus
+  `BOUNDED_MEMORY_ENV` on a machine with less than `BOUNDED_BELOW_BYTES` of
+  memory (`memory_bytes`, this machine's by default)."""
+  memory = machine_memory_bytes() if memory_bytes is None else memory_bytes
+  env = dict(WORKER_DEFAULT_ENV)
+  if memory < BOUNDED_BELOW_BYTES:
+    env.update(BOUNDED_MEMORY_ENV)
+  return env
+
 
 # Computation calls one worker runs at once; -1 = no bound (TFF's default).
 DEFAULT_MAX_CONCURRENT_CALLS = -1
@@ -95,10 +135,10 @@ class WorkerProcess:
 
   `env`: variables set for the worker on top of this process's environment,
   e.g. {'CUDA_VISIBLE_DEVICES': '0'} (see program/executor.py, --client_devices).
-  `WORKER_DEFAULT_ENV` comes first: glibc's MALLOC_ARENA_MAX=2 keeps the
-  worker's RSS level over hundreds of rounds, where the default arenas let it
-  grow ~50% in 300 rounds by fragmentation (benchmarks/memory.py,
-  docs/RESULTS.md); an explicit value in the environment or `env` wins.
+  `default_env()` comes first: two malloc arenas, and on a machine with less
+  than 16 GiB the settings that keep the worker's memory at what its
+  computations hold (`BOUNDED_MEMORY_ENV`); an explicit value in the
+  environment or `env` wins.
 
   `max_concurrent_calls`: how many computation calls the worker runs at
   once (its --max_concurrent_computation_calls); -1 = no bound, so a round
@@ -117,7 +157,7 @@ class WorkerProcess:
     check_max_concurrent_calls(max_concurrent_calls)
     self.max_concurrent_calls = max_concurrent_calls
     self.port = port or portpicker.pick_unused_port()
-    self.env = {k: v for k, v in WORKER_DEFAULT_ENV.items() if k not in os.environ}
+    self.env = {k: v for k, v in default_env().items() if k not in os.environ}
     self.env.update(env or {})
     log_dir = log_dir or tempfile.gettempdir()
     os.makedirs(log_dir, exist_ok=True)
