@@ -50,5 +50,11 @@ def test_scaling_figure_draws_every_line(tmp_path):
   curves = speed.scaling_curves(speed.read_rows(str(tmp_path / 's.csv')), 'mlp')
   assert set(curves) == {'default', 'grouped', 'resident', 'plain TF'}
   assert curves['plain TF'] == [(4, 0.032, 0.029, 0.038), (16, 0.128, 0.115, 0.154)]
+  rows = [_row('mlp', 4, mode, 0.1, ref) for mode, ref in (('default', 0.01), ('grouped', 0.03),
+                                                           ('resident', 0.02))]
+  _write(tmp_path / 't.csv', rows)
+  (n, median, lo, hi), = speed.scaling_curves(speed.read_rows(str(tmp_path / 't.csv')),
+                                              'mlp')['plain TF']
+  assert (n, median, lo, hi) == (4, 0.02, 0.009, 0.036)   # median of medians, extreme min/max
   speed.scaling_figure([str(tmp_path / 's.csv')], str(tmp_path / 'fig.png'))
   assert (tmp_path / 'fig.png').read_bytes()[:4] == b'\x89PNG'

@@ -16,6 +16,8 @@ import os
 import re
 from typing import Dict, List, Mapping, Sequence, Tuple
 
+import numpy as np
+
 from tff_meta.analysis.figures import _panels, _pyplot, _save
 from tff_meta.analysis.tables import markdown_table
 
@@ -96,17 +98,20 @@ def scaling_curves(rows: Sequence[Mapping[str, str]], model: str
                    ) -> Dict[str, List[Tuple[int, float, float, float]]]:
   """Per figure line, (clients, median, min, max) seconds per round of `model`, by clients.
 
-  The plain-TF line is the reference column of the `default` rows (each row
-  times plain TF beside its own TFF calls).
+  Each row times plain TF beside its own TFF calls; the plain-TF line is the
+  median of those rows' medians at each number of clients, with the lowest
+  minimum and the highest maximum.
   """
   curves: Dict[str, List[Tuple[int, float, float, float]]] = {}
+  plain: Dict[int, List[Tuple[float, float, float]]] = {}
   for r in rows:
     if r['model'] != model:
       continue
-    if r['mode'] == 'default':
-      curves.setdefault('plain TF', []).append((int(r['clients']),
-                                                *timing(r['plain TF s/round'])))
+    plain.setdefault(int(r['clients']), []).append(timing(r['plain TF s/round']))
     curves.setdefault(r['mode'], []).append((int(r['clients']), *timing(r['TFF s/round'])))
+  if plain:
+    curves['plain TF'] = [(n, float(np.median([t[0] for t in ts])), min(t[1] for t in ts),
+                           max(t[2] for t in ts)) for n, ts in plain.items()]
   return {k: sorted(v) for k, v in curves.items()}
 
 
