@@ -144,3 +144,8 @@ def scaling_figure(paths: Sequence[str], out: str) -> None:
   for ax in list(axes.flat)[len(models):]:
     ax.set_visible(False)
   _save(fig, plt, out)
+
+
+if __name__ == '__main__':   # python -m tff_meta.analysis.speed FOLDER: the targets table
+  import sys  # pylint: disable=g-import-not-at-top
+  print(targets_markdown(sys.argv[1]))
