@@ -32,7 +32,8 @@ from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import experiment  # noqa: E402
 from tff_meta.core import logs
 from tff_meta.program.runner_choice import choose_runner  # noqa: E402
-from tff_meta.program.training_loop import Evaluation, RoundSampler  # noqa: E402
+from tff_meta.program.round_evaluation import Evaluation  # noqa: E402
+from tff_meta.program.training_loop import RoundSampler  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 
 flags.DEFINE_list('configs', ['configs/fedmeta/table2_shakespeare_p20_maml.toml'],

@@ -177,3 +177,23 @@ def test_check_resume_refuses_other_settings_and_changes_nothing(tmp_path):
   with pytest.raises(run_folder.RunFolderError, match='config.toml .* cannot be read'):
     resume.check_resume(str(folder), {'seed': 0}, may_differ=())
   assert sorted(p.name for p in folder.iterdir()) == [run_folder.CONFIG_FILE]
+
+
+@pytest.mark.parametrize('reader, name', [(run_folder.read_config, run_folder.CONFIG_FILE),
+                                          (run_folder.read_results, run_folder.RESULTS_FILE),
+                                          (run_folder.read_metrics, run_folder.METRICS_FILE)])
+def test_a_file_without_read_permission_is_not_called_damaged(tmp_path, monkeypatch, reader,
+                                                              name):
+  """A refused read is the machine's (cli.guard names a missing permission), not a bad file.
+  Root reads any file whatever its mode, so the refusal is made by `open`."""
+  folder = _write_run(tmp_path / 'run')
+  real_open = open
+
+  def refusing_open(path, *args, **kwargs):
+    if str(path).endswith(name):
+      raise PermissionError(13, 'Permission denied', str(path))
+    return real_open(path, *args, **kwargs)
+
+  monkeypatch.setattr('builtins.open', refusing_open)
+  with pytest.raises(PermissionError):
+    reader(str(folder))

@@ -87,3 +87,8 @@ def test_noise_multiplier_for_a_target_epsilon():
   kw = dict(population=80, clients_per_round=5, rounds=50, delta=accounting.default_delta(80))
   z = accounting.noise_multiplier_for(4.0, tolerance=0.01, **kw)
   assert accounting.epsilon(z, **kw) <= 4.0 < accounting.epsilon(0.98 * z, **kw)
+
+
+def test_more_clients_per_round_than_the_population_is_refused():
+  with pytest.raises(ValueError, match='clients_per_round <= population'):
+    accounting.round_event(1.0, population=10, clients_per_round=11)

@@ -96,3 +96,17 @@ def test_prune_keeps_what_a_kept_checkpoint_needs(tmp_path):
   store.prune(2)
   store.restore(2)
   assert store.get(['a'])[0]['w'][0][0] == 2
+
+
+def test_a_state_file_without_read_permission_is_not_called_damaged(tmp_path, monkeypatch):
+  """The machine's refusal reaches cli.guard (which names the permission), not 'damaged'."""
+  store = ClientStateStore(str(tmp_path), _initial(), cache_mb=1e-9)
+  store.put(['a', 'b'], [_state(1), _state(2)], round_num=1)
+  store.flush(1)
+
+  def refused(path, *args, **kwargs):
+    raise PermissionError(13, 'Permission denied', str(path))
+
+  monkeypatch.setattr(np, 'load', refused)
+  with pytest.raises(PermissionError):
+    ClientStateStore(str(tmp_path), _initial()).get(['a'])

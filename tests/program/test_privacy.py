@@ -65,7 +65,9 @@ def test_aggregator_choice():
 
 def test_budget_uses_the_population_and_the_default_delta():
   assert privacy.budget(_cfg(secure_aggregation=True), 40) is None
-  budget = privacy.budget(_cfg(dp_clip='1', dp_noise_multiplier=1.0, clients_per_round=50), 40)
+  with pytest.raises(ValueError, match='clients_per_round = 50 of 40'):   # refused, not capped
+    privacy.budget(_cfg(dp_clip='1', dp_noise_multiplier=1.0, clients_per_round=50), 40)
+  budget = privacy.budget(_cfg(dp_clip='1', dp_noise_multiplier=1.0, clients_per_round=40), 40)
   assert budget.clients_per_round == 40 and budget.delta == accounting.default_delta(40)
   assert budget.epsilon(3) == accounting.epsilon(1.0, population=40, clients_per_round=40,
                                                  rounds=3, delta=budget.delta)

@@ -9,7 +9,7 @@ import pytest
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS
 from tff_meta.data import client_data
-from tff_meta.program import round_evaluation, training_loop
+from tff_meta.program import round_evaluation
 from tff_meta.program.training_loop import RoundSampler, Schedule
 from tff_meta.runtime.pool import WorkerPool
 
@@ -31,7 +31,8 @@ def test_sampler_gives_the_seeded_clients_and_their_data():
     assert [c.client_id for c in sampled.clients] == [data.train[i].client_id for i in idx]
     for got, want in zip(sampled.batch, client_data.round_data('full', sampled.clients, 7, r)):
       np.testing.assert_array_equal(got['x'], want['x'])
-  assert RoundSampler('full', data.train[:2], 3, 7).num_clients == 2
+  with pytest.raises(ValueError, match='clients_per_round = 3 needs 1 to 2'):
+    RoundSampler('full', data.train[:2], 3, 7)   # refused, not capped at 2
 
 
 def test_sampler_builds_each_round_once(monkeypatch):
@@ -56,7 +57,7 @@ def test_sampler_builds_each_round_once(monkeypatch):
 
 def test_eval_calls_fill_an_example_budget_and_a_client_cap():
   calls = lambda sizes, budget, cap: [(c.start, c.stop) for c in
-                                      training_loop.eval_calls(sizes, budget, cap)]
+                                      round_evaluation.eval_calls(sizes, budget, cap)]
   assert calls([3, 4, 2, 5, 1], 7, 8) == [(0, 2), (2, 4), (4, 5)]   # 7, 7, 1 examples
   assert calls([3, 4, 2, 5, 1], 100, 2) == [(0, 2), (2, 4), (4, 5)]  # the client cap
   assert calls([9, 2, 12, 1], 5, 8) == [(0, 1), (1, 2), (2, 3), (3, 4)]  # too big: alone
@@ -78,11 +79,11 @@ def test_evaluation_in_chunks_scores_every_client_as_one_call_does(tff_worker, m
       clients = data.test[:5]
       monkeypatch.setattr(round_evaluation, 'EVAL_EXAMPLES_PER_CALL', 10**9)
       monkeypatch.setattr(round_evaluation, 'EVAL_CLIENTS_PER_CALL', 100)
-      whole = training_loop.evaluate(alg, params, clients, pool)
+      whole = round_evaluation.evaluate(alg, params, clients, pool)
       for budget, cap in ((10**9, 2), (1, 100)):   # calls of 2, 2, 1; one client per call
         monkeypatch.setattr(round_evaluation, 'EVAL_EXAMPLES_PER_CALL', budget)
         monkeypatch.setattr(round_evaluation, 'EVAL_CLIENTS_PER_CALL', cap)
-        chunked = training_loop.evaluate(alg, params, clients, pool)
+        chunked = round_evaluation.evaluate(alg, params, clients, pool)
         assert chunked.num_examples == whole.num_examples == sum(len(c.query.y) for c in clients)
         np.testing.assert_allclose(chunked.client_accuracies, whole.client_accuracies)
         np.testing.assert_allclose([chunked.accuracy, chunked.loss], [whole.accuracy, whole.loss],

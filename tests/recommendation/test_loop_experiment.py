@@ -95,6 +95,8 @@ def test_the_reference_line_scores_the_users_the_curves_score(tmp_path, monkeypa
       'MAML', {'rmse': 0.8}, curve=[{'episode': 0, 'rmse': 0.75}]))
 
   class Data:
+    num_train_users = 50
+
     def summary(self):
       return 'fake data'
 
@@ -132,3 +134,15 @@ def test_fig2_keeps_one_colour_per_method_in_every_panel(tmp_path, monkeypatch):
   style = {ln.get_label(): ln.get_linestyle() for ln in right.get_lines()}
   assert (style['MAML p1'], style['MAML p3'], style['Bias p1'], style['Bias p3']) == (
       '-', '--', ':', '-.')
+
+
+def test_more_users_per_episode_than_training_users_is_refused(tmp_path):
+  frame = event_log.generate_event_log(10, num_services=40, events=(40, 60), seed=1)
+  path = event_log.write_event_log(frame, str(tmp_path / 'log.csv'))
+  cfg = config.from_dict(dict(task='service', data_path=path, output_dir=str(tmp_path / 'run'),
+                              support_fraction=0.05, methods='mfu', clients_per_episode=9,
+                              max_classes=10))
+  with pytest.raises(config.ConfigError, match='clients_per_episode = 9 is more than the 8 '
+                                               'training users'):
+    experiment.run(cfg, show_progress=False)
+  assert not (tmp_path / 'run').exists()   # refused before anything is written

@@ -142,6 +142,8 @@ def read_config(folder: str) -> Dict[str, Any]:
   try:
     with open(path, 'rb') as f:
       cfg = tomllib.load(f)
+  except PermissionError:   # the machine's refusal, named as such by cli.guard
+    raise
   except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
     raise _folder_error(folder, CONFIG_FILE, f'cannot be read as TOML ({e})') from None
   missing = [k for k in _REQUIRED_CONFIG if k not in cfg]
@@ -160,6 +162,8 @@ def read_results(folder: str):
   try:
     with open(path) as f:
       res = json.load(f)
+  except PermissionError:   # the machine's refusal, named as such by cli.guard
+    raise
   except (OSError, ValueError) as e:   # json.JSONDecodeError is a ValueError
     raise _folder_error(folder, RESULTS_FILE, f'cannot be read as JSON ({e})') from None
   if not isinstance(res, dict):
@@ -195,6 +199,8 @@ def read_metrics(folder: str):
       reader = csv.DictReader(f)
       fields = reader.fieldnames or []
       rows = list(reader)
+  except PermissionError:   # the machine's refusal, named as such by cli.guard
+    raise
   except (OSError, csv.Error, UnicodeDecodeError) as e:
     raise _folder_error(folder, METRICS_FILE, f'cannot be read ({e})') from None
   missing = [k for k in ('round', 'bytes_down', 'bytes_up') if k not in fields]

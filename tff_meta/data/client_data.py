@@ -16,15 +16,20 @@ from tff_meta.data.protocol import ClientSplit
 
 
 def sample_clients(num_clients: int, clients_per_round: int, seed: int, round_num: int) -> np.ndarray:
-  """Uniform sampling without replacement (FedMeta Appendix A.2)."""
-  k = min(clients_per_round, num_clients)
-  return np.random.default_rng([seed, round_num]).choice(num_clients, size=k, replace=False)
+  """`clients_per_round` of `num_clients` indices, uniformly without replacement (FedMeta
+  Appendix A.2). More than there are is a ValueError, never a silent cap: a run asking for
+  more clients than the data has is refused where its settings are checked."""
+  if not 1 <= clients_per_round <= num_clients:
+    raise ValueError(f'cannot sample {clients_per_round} of {num_clients} clients per round; '
+                     f'ask for 1 to {num_clients}.')
+  return np.random.default_rng([seed, round_num]).choice(num_clients, size=clients_per_round,
+                                                         replace=False)
 
 
 def episode(client: ClientSplit) -> collections.OrderedDict:
+  support, query, _ = client.parts()   # one read of a client read on demand
   return collections.OrderedDict(
-      support_x=client.support.x, support_y=client.support.y,
-      query_x=client.query.x, query_y=client.query.y)
+      support_x=support.x, support_y=support.y, query_x=query.x, query_y=query.y)
 
 
 def full(client: ClientSplit, seed: int, round_num: int) -> collections.OrderedDict:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from absl import logging
@@ -34,27 +34,107 @@ from absl import logging
 from tff_meta.data.types import ClientArrays, DataError, FederatedDataset
 
 
-@dataclasses.dataclass(frozen=True)
 class ClientSplit:
-  client_id: str
-  support: ClientArrays
-  query: ClientArrays
-  holdout: Optional[ClientArrays] = None   # a known client's local test set
+  """One client's support, query and (a known client's) holdout sets.
+
+  Built with the arrays (`ClientSplit(client_id, support, query, holdout)`),
+  or by `on_demand` from the client's size and the split's recipe only: the
+  indices of each part are drawn from (seed, client id, n) when a part is
+  used, and the client's arrays come from `source(client_id)` (a cached
+  reader for clients read on demand), so a split holds no examples.
+  """
+  __slots__ = ('client_id', '_fixed', '_source', '_plan', '_n', '_ops')
+
+  def __init__(self, client_id: str, support: ClientArrays, query: ClientArrays,
+               holdout: Optional[ClientArrays] = None):
+    self.client_id, self._fixed = client_id, (support, query, holdout)
+    self._source = self._plan = self._n = None
+    self._ops = ()
+
+  @classmethod
+  def on_demand(cls, client_id: str, source: Callable[[str], ClientArrays], plan: 'SplitPlan',
+                n: int, ops: Tuple = ()) -> 'ClientSplit':
+    """The split `plan` gives a client of `n` examples, its arrays read by `source(client_id)`;
+    `ops` are the later derivations, in order: ('round', seed, round) or ('known',)."""
+    split = cls.__new__(cls)
+    split.client_id, split._fixed = client_id, None
+    split._source, split._plan, split._n, split._ops = source, plan, int(n), tuple(ops)
+    return split
+
+  def _derive(self, op: Tuple) -> 'ClientSplit':
+    return ClientSplit.on_demand(self.client_id, self._source, self._plan, self._n,
+                                 self._ops + (op,))
+
+  def sizes(self) -> Tuple[int, int, Optional[int]]:
+    """(support, query, holdout or None) sizes, without reading the client."""
+    if self._fixed is not None:
+      s, q, h = self._fixed
+      return len(s), len(q), (None if h is None else len(h))
+    s, q, h = self._plan.sizes(self._n)
+    for op in self._ops:
+      if op[0] == 'known':
+        s, q, h = s + q, h, None
+    return s, q, h
+
+  def indices(self) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    """The rows of the client's arrays in the support, query and holdout sets (on demand)."""
+    s, q, h = self._plan.indices(self._n, self.client_id)
+    for op in self._ops:
+      if op[0] == 'round':
+        s, q = _redraw(np.concatenate([s, q]), len(s), op[1], op[2], self.client_id)
+      else:
+        s, q, h = np.concatenate([s, q]), h, None
+    return s, q, h
+
+  def parts(self) -> Tuple[ClientArrays, ClientArrays, Optional[ClientArrays]]:
+    """(support, query, holdout or None), reading the client once."""
+    if self._fixed is not None:
+      return self._fixed
+    arrays = self._source(self.client_id)
+    s, q, h = self.indices()
+    return arrays.take(s), arrays.take(q), (None if h is None else arrays.take(h))
+
+  @property
+  def support(self) -> ClientArrays:
+    return self.parts()[0]
+
+  @property
+  def query(self) -> ClientArrays:
+    return self.parts()[1]
+
+  @property
+  def holdout(self) -> Optional[ClientArrays]:
+    """A known client's local test set (None for other clients)."""
+    return None if self.sizes()[2] is None else self.parts()[2]
+
+  @property
+  def num_support(self) -> int:
+    return self.sizes()[0]
 
   @property
   def all(self) -> ClientArrays:
     """The client's training data: support and query (never the holdout)."""
-    return ClientArrays(np.concatenate([self.support.x, self.query.x]),
-                        np.concatenate([self.support.y, self.query.y]))
+    if self._fixed is None:
+      s, q, _ = self.indices()
+      return self._source(self.client_id).take(np.concatenate([s, q]))
+    support, query, _ = self._fixed
+    return ClientArrays(np.concatenate([support.x, query.x]),
+                        np.concatenate([support.y, query.y]))
 
   def known_split(self) -> 'ClientSplit':
     """A known client's evaluation split: adapt on all its training data, score the holdout."""
-    if self.holdout is None:
+    if self.sizes()[2] is None:
       raise ValueError(f'Client {self.client_id!r} has no local test set; set known_test_fraction > 0.')
-    return ClientSplit(self.client_id, self.all, self.holdout)
+    if self._fixed is None:
+      return self._derive(('known',))
+    return ClientSplit(self.client_id, self.all, self._fixed[2])
 
   def __len__(self) -> int:
-    return len(self.support) + len(self.query) + (len(self.holdout) if self.holdout else 0)
+    s, q, h = self.sizes()
+    return s + q + (h or 0)
+
+  def __repr__(self) -> str:
+    return f'ClientSplit({self.client_id!r}, sizes={self.sizes()})'
 
 
 @dataclasses.dataclass
@@ -100,12 +180,11 @@ def empty_split_sizes(sizes, support_fraction: float, known_test_fraction: float
   return sorted({int(n) for n in sizes if not fits(int(n))})
 
 
-def support_query_split(arrays: ClientArrays, support_fraction: float, seed: int,
-                        client_id: str, name: str = 'support_fraction') -> ClientSplit:
-  """Random disjoint split: round(p * n) support examples, the rest query; a DataError when
-  either would be empty (`name`: the fraction's key, for the message)."""
+def split_indices(n: int, support_fraction: float, seed: int, client_id: str,
+                  name: str = 'support_fraction') -> Tuple[np.ndarray, np.ndarray]:
+  """Random disjoint rows of a client of `n`: round(p * n) support, the rest query, each
+  sorted; a DataError when either would be empty (`name`: the fraction's key)."""
   validate_fraction(name, support_fraction)
-  n = len(arrays)
   if n < 2:
     raise DataError(f'Client {client_id!r} has {n} examples; a support/query split needs >= 2.')
   num_support = split_size(support_fraction, n)
@@ -114,8 +193,52 @@ def support_query_split(arrays: ClientArrays, support_fraction: float, seed: int
                     f'it {num_support} and {n - num_support}, and neither may be 0; raise '
                     f'min_samples or change {name}.')
   order = np.random.default_rng(_client_seed(seed, client_id)).permutation(n)
-  return ClientSplit(client_id, arrays.take(np.sort(order[:num_support])),
-                     arrays.take(np.sort(order[num_support:])))
+  return np.sort(order[:num_support]), np.sort(order[num_support:])
+
+
+class SplitPlan(NamedTuple):
+  """How `prepare` splits a client, from its size, the seed and its id only.
+
+  With known_test_fraction > 0 the client first holds out that fraction as its
+  local test set (drawn with seed + 7919), then splits the rest by
+  support_fraction.
+  """
+  support_fraction: float
+  seed: int
+  known_test_fraction: float = 0.0
+
+  def sizes(self, n: int) -> Tuple[int, int, Optional[int]]:
+    held = split_size(self.known_test_fraction, n) if self.known_test_fraction else None
+    rest = n - (held or 0)
+    num_support = split_size(self.support_fraction, rest)
+    return num_support, rest - num_support, held
+
+  def indices(self, n: int, client_id: str) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+    if not self.known_test_fraction:
+      return split_indices(n, self.support_fraction, self.seed, client_id) + (None,)
+    held, rest = split_indices(n, self.known_test_fraction, self.seed + 7919, client_id,
+                               'known_test_fraction')
+    if len(rest) < 2:
+      raise DataError(f'Client {client_id!r} has {n} examples; after holding out '
+                      f'{self.known_test_fraction:.0%} as its local test set fewer than 2 remain '
+                      'for training.')
+    support, query = split_indices(len(rest), self.support_fraction, self.seed, client_id)
+    return rest[support], rest[query], held
+
+
+def support_query_split(arrays: ClientArrays, support_fraction: float, seed: int,
+                        client_id: str, name: str = 'support_fraction') -> ClientSplit:
+  """Random disjoint split: round(p * n) support examples, the rest query; a DataError when
+  either would be empty (`name`: the fraction's key, for the message)."""
+  support, query = split_indices(len(arrays), support_fraction, seed, client_id, name)
+  return ClientSplit(client_id, arrays.take(support), arrays.take(query))
+
+
+def _redraw(rows: np.ndarray, num_support: int, seed: int, round_num: int,
+            client_id: str) -> Tuple[np.ndarray, np.ndarray]:
+  order = np.random.default_rng(
+      [_client_seed(seed, client_id), int(round_num)]).permutation(len(rows))
+  return rows[np.sort(order[:num_support])], rows[np.sort(order[num_support:])]
 
 
 def resample_split(split: ClientSplit, seed: int, round_num: int) -> ClientSplit:
@@ -126,14 +249,14 @@ def resample_split(split: ClientSplit, seed: int, round_num: int) -> ClientSplit
   holds), the two stay disjoint and together hold all of `split.all`; the
   holdout (a known client's local test set) is kept as it is. Deterministic
   in (seed, round_num, client_id): a resumed run draws what the uninterrupted
-  one drew.
+  one drew. A split read on demand stays so (the draw is made when it is used).
   """
+  if split._fixed is None:   # pylint: disable=protected-access
+    return split._derive(('round', seed, round_num))   # pylint: disable=protected-access
   arrays = split.all
-  order = np.random.default_rng(
-      [_client_seed(seed, split.client_id), int(round_num)]).permutation(len(arrays))
-  num_support = len(split.support)
-  return ClientSplit(split.client_id, arrays.take(np.sort(order[:num_support])),
-                     arrays.take(np.sort(order[num_support:])), split.holdout)
+  support, query = _redraw(np.arange(len(arrays)), split.num_support, seed, round_num,
+                           split.client_id)
+  return ClientSplit(split.client_id, arrays.take(support), arrays.take(query), split.holdout)
 
 
 def split_clients(client_ids: Sequence[str], fractions: Tuple[float, float, float],
@@ -151,13 +274,16 @@ def split_clients(client_ids: Sequence[str], fractions: Tuple[float, float, floa
 def with_holdout(arrays: ClientArrays, fraction: float, seed: int, client_id: str,
                  support_fraction: float) -> ClientSplit:
   """Holds out `fraction` of a training client's data, then splits the rest (support/query)."""
-  held = support_query_split(arrays, fraction, seed + 7919, client_id,   # support = the holdout
-                             'known_test_fraction')
-  if len(held.query) < 2:
-    raise DataError(f'Client {client_id!r} has {len(arrays)} examples; after holding out '
-                    f'{fraction:.0%} as its local test set fewer than 2 remain for training.')
-  split = support_query_split(held.query, support_fraction, seed, client_id)
-  return dataclasses.replace(split, holdout=held.support)
+  support, query, held = SplitPlan(support_fraction, seed, fraction).indices(len(arrays),
+                                                                              client_id)
+  return ClientSplit(client_id, arrays.take(support), arrays.take(query), arrays.take(held))
+
+
+def client_splits(dataset: FederatedDataset, client_ids: Sequence[str], plan: SplitPlan,
+                  ) -> List[ClientSplit]:
+  """`plan`'s splits of `client_ids`, built from their sizes: no client is read until used."""
+  sizes, source = dataset.sizes(), dataset.clients.__getitem__
+  return [ClientSplit.on_demand(c, source, plan, sizes[c]) for c in client_ids]
 
 
 def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: int = 2,
@@ -169,22 +295,21 @@ def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: 
     validate_fraction('known_test_fraction', known_test_fraction)
   k = max(int(min_samples), 2)
   kept, filtered = {}, 0
-  for cid, arrays in dataset.clients.items():
-    if len(arrays) == 0:
+  for cid, n in dataset.sizes().items():
+    if n == 0:
       logging.warning('Client %r of %s has no samples; it is skipped.', cid, dataset.name)
       filtered += 1
-    elif len(arrays) < k:
+    elif n < k:
       filtered += 1
     else:
-      kept[cid] = arrays
+      kept[cid] = n
   logging.info('Filtered %d of %d clients with fewer than %d samples.', filtered,
                len(dataset.clients), k)
   if not kept:
     raise DataError(f'{dataset.name}: no client has >= {k} samples; lower min_samples.')
-  empty = empty_split_sizes([len(a) for a in kept.values()], support_fraction,
-                            known_test_fraction)
+  empty = empty_split_sizes(kept.values(), support_fraction, known_test_fraction)
   if empty:
-    clients = sum(len(a) in empty for a in kept.values())
+    clients = sum(n in empty for n in kept.values())
     known = f', known_test_fraction = {known_test_fraction}' if known_test_fraction else ''
     example = '' if known else (f'; e.g. {empty[0]}: round({support_fraction} * {empty[0]}) = '
                                 f'{split_size(support_fraction, empty[0])} support examples')
@@ -197,10 +322,7 @@ def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: 
   if not train_ids or not (test_ids or known_test_fraction):
     raise DataError(f'{dataset.name}: {len(kept)} clients are too few for a {client_split} split '
                     '(it needs train and test clients, or known_test_fraction > 0).')
-  make = lambda ids: [support_query_split(kept[c], support_fraction, seed, c) for c in ids]
-  if known_test_fraction:
-    train = [with_holdout(kept[c], known_test_fraction, seed, c, support_fraction)
-             for c in train_ids]
-  else:
-    train = make(train_ids)
-  return ProtocolData(train, make(val_ids), make(test_ids), dataset, filtered)
+  plan = SplitPlan(support_fraction, seed)
+  train = client_splits(dataset, train_ids, plan._replace(known_test_fraction=known_test_fraction))
+  return ProtocolData(train, client_splits(dataset, val_ids, plan),
+                      client_splits(dataset, test_ids, plan), dataset, filtered)

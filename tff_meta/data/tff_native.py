@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tff_meta.data import text, tff_sqlite
+from tff_meta.data import lazy_clients, text, tff_sqlite
 from tff_meta.data.types import ClientArrays, DataError, FederatedDataset
 
 EMNIST_FILE = 'emnist_all.sqlite'
@@ -51,8 +51,15 @@ _CIFAR100_CASTS = {'image': np.uint8, 'label': np.int32,
 
 def load_emnist(cache_dir: Optional[str] = None, only_digits: bool = False,
                 split: str = 'all', max_clients: int = 0,
-                via_tff: bool = False, download: bool = True) -> FederatedDataset:
-  """Federated EMNIST from `<cache_dir>/emnist_all.sqlite` (TFF's file).
+                via_tff: bool = False, download: bool = True,
+                cache_mb: float = lazy_clients.DEFAULT_CACHE_MB) -> FederatedDataset:
+  """Federated EMNIST from `<cache_dir>/emnist_all.sqlite` (TFF's file), read on demand.
+
+  At start only the client ids, their counts and where their rows are
+  (`tff_sqlite.index_clients`); a client's examples are read when it is
+  used, through a cache of `cache_mb` megabytes (`lazy_clients`). The arrays
+  equal a bulk read's (`tff_sqlite.read_clients`) and TFF's
+  `create_tf_dataset_for_client`'s.
 
   Args:
     cache_dir: the folder given to `tff.simulation.datasets.emnist.load_data`;
@@ -64,6 +71,8 @@ def load_emnist(cache_dir: Optional[str] = None, only_digits: bool = False,
     via_tff: read through TFF's `ClientData` (same arrays, slower).
     download: fetch a missing file with TFF's download helper (False: a
       missing file is a `DataError`; the programs' --no_download).
+    cache_mb: megabytes of read clients' arrays kept (least recently used
+      out first); 0 keeps only the client last read.
 
   Returns:
     `FederatedDataset` 'emnist': x float32 [n, 28, 28] exactly as stored
@@ -78,18 +87,24 @@ def load_emnist(cache_dir: Optional[str] = None, only_digits: bool = False,
         only_digits=only_digits, cache_dir=os.path.dirname(path))
     chosen = {'train': [train], 'test': [test], 'all': [train, test]}[split]
     per_client = tff_sqlite.read_via_tff(chosen, max_clients, ('pixels', 'label'))
+    clients = {cid: _emnist_arrays(parts) for cid, parts in per_client.items()}
   else:
-    per_client = tff_sqlite.read_clients(path, splits, max_clients, _EMNIST_SPEC)
-  clients = {}
-  for cid, parts in per_client.items():
-    x = np.concatenate([p['pixels'].reshape(-1, 28, 28) for p in parts])
-    y = np.concatenate([p['label'].reshape(-1) for p in parts])
-    clients[cid] = ClientArrays(x.astype(np.float32), y.astype(np.int32))
+    index = tff_sqlite.index_clients(path, splits, max_clients)
+    clients = lazy_clients.LazyClients(
+        index.sizes(), lambda cid: _emnist_arrays(index.read(cid, _EMNIST_SPEC)), cache_mb,
+        source=path)
   return FederatedDataset(
       name='emnist', clients=clients, num_classes=10 if only_digits else 62,
       element_shape=(28, 28),
       description=(f'TFF federated EMNIST ({prefix}, split {split}) from '
                    f'{path}; 1.0 = background'))
+
+
+def _emnist_arrays(parts) -> ClientArrays:
+  """One client's EMNIST arrays from its feature dicts, one per split (concatenated)."""
+  x = np.concatenate([p['pixels'].reshape(-1, 28, 28) for p in parts])
+  y = np.concatenate([p['label'].reshape(-1) for p in parts])
+  return ClientArrays(x.astype(np.float32), y.astype(np.int32))
 
 
 def load_shakespeare(cache_dir: Optional[str] = None, split: str = 'all',

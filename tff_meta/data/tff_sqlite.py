@@ -10,6 +10,11 @@ and raises `DataError` naming the URL and the folder to copy the file into.
 With `download=False` (the programs' --no_download) a missing file raises
 `DataError` naming the path to place, and nothing is fetched.
 
+`RowIndex` reads on demand: at start only the client ids, their counts and
+their rowid runs (`index_clients`, no example blob is parsed), then one
+client's rows by rowid range when asked (`RowIndex.read`), in the same rowid
+order and through the same parser as `read_clients`, so the arrays are equal.
+
 `read_clients` reads in bulk: one sqlite query per split (per chunk of client
 ids when `max_clients` keeps a subset) and `tf.io.parse_example` over all
 rows, in the sqlite scan (rowid) order that TFF's per-client `SqlDataset`
@@ -137,10 +142,12 @@ def split_names(split: str, train: str, test: str) -> Tuple[str, ...]:
   return {'train': (train,), 'test': (test,), 'all': (train, test)}[split]
 
 
-def connect(path: str) -> sqlite3.Connection:
-  """A read-only connection to a SqlClientData file, checked to have its two tables."""
+def connect(path: str, shared: bool = False) -> sqlite3.Connection:
+  """A read-only connection to a SqlClientData file, checked to have its two tables.
+
+  shared=True lets other threads use it (the caller serializes the calls)."""
   try:
-    conn = sqlite3.connect(f'file:{path}?mode=ro', uri=True)
+    conn = sqlite3.connect(f'file:{path}?mode=ro', uri=True, check_same_thread=not shared)
     tables = {r[0] for r in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table'")}
   except sqlite3.DatabaseError as e:
@@ -225,6 +232,135 @@ def read_clients(path: str, splits: Sequence[str], max_clients: int, spec,
   finally:
     conn.close()
   return {cid: [features[cid] for features in per_split] for cid in ids}
+
+
+class RowIndex:
+  """Where each client's rows of each split are in a SqlClientData file, and their reader.
+
+  TFF's `examples` table has no index on client_id, so a per-client query
+  would scan the table. One grouped scan per split (`index_clients`; the
+  rowid, split and client columns only) finds each client's first and last
+  rowid and count. Where no other client's rows of the split fall between a
+  client's first and last rowid (TFF's files: every client's rows are
+  together, its splits interleaved), the client is read with `WHERE rowid
+  BETWEEN ? AND ? AND split_name = ?`, a range of the table's B-tree. A
+  client whose range overlaps another's keeps its explicit rowid array. Per
+  client and split this holds 20 bytes (first, last, count) in arrays aligned
+  with `ids`.
+  """
+
+  def __init__(self, path: str, conn: sqlite3.Connection, splits: Sequence[str],
+               ids: List[str], first: np.ndarray, last: np.ndarray, counts: np.ndarray,
+               scattered: Dict[Tuple[int, str], np.ndarray]):
+    self.path, self.splits, self.ids = path, tuple(splits), ids
+    self.position = {cid: i for i, cid in enumerate(ids)}
+    self._conn, self._first, self._last = conn, first, last
+    self.counts, self._scattered = counts, scattered   # counts: int32 [len(splits), len(ids)]
+
+  def sizes(self) -> Dict[str, int]:
+    """client id -> its examples over all splits."""
+    return dict(zip(self.ids, self.counts.sum(axis=0).tolist()))
+
+  @property
+  def num_scattered(self) -> int:
+    """(client, split) pairs read by explicit rowids (their ranges overlap another client's)."""
+    return len(self._scattered)
+
+  def read(self, client_id: str, spec, casts: Optional[Dict[str, type]] = None,
+           ) -> List[Dict[str, np.ndarray]]:
+    """One feature dict per split (in `splits` order) of `client_id`, rows in rowid order."""
+    i = self.position[client_id]
+    parts = []
+    for s, split in enumerate(self.splits):
+      rowids = self._scattered.get((s, client_id))
+      if rowids is not None:
+        blobs = []
+        for start in range(0, len(rowids), _IDS_PER_QUERY):
+          chunk = tuple(int(r) for r in rowids[start:start + _IDS_PER_QUERY])
+          blobs.extend(r[0] for r in self._conn.execute(
+              'SELECT serialized_example_proto FROM examples WHERE rowid IN '
+              f'({",".join("?" * len(chunk))}) ORDER BY rowid', chunk))
+      elif self.counts[s, i]:
+        blobs = [r[0] for r in self._conn.execute(
+            'SELECT serialized_example_proto FROM examples WHERE rowid BETWEEN ? AND ? '
+            'AND split_name = ? ORDER BY rowid',
+            (int(self._first[s, i]), int(self._last[s, i]), split))]
+      else:
+        blobs = []
+      if len(blobs) != self.counts[s, i]:
+        raise DataError(f'{self.path!r}: client {client_id!r} has {len(blobs)} rows in split '
+                        f'{split!r} where the start-up index counted {self.counts[s, i]}; the '
+                        'file changed while it was read. Run again on an unchanged file.')
+      parts.append(parse_rows(blobs, spec, casts))
+    return parts
+
+  def close(self) -> None:
+    self._conn.close()
+
+
+def _overlapping(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+  """Which of the rowid ranges [first, last] overlap another range."""
+  order = np.argsort(first, kind='stable')
+  lo, hi = first[order], last[order]
+  reach = np.maximum.accumulate(hi)   # the furthest rowid of the ranges starting earlier
+  before = np.concatenate([[False], lo[1:] <= reach[:-1]])
+  after = np.concatenate([hi[:-1] >= lo[1:], [False]])
+  out = np.empty(len(first), bool)
+  out[order] = before | after
+  return out
+
+
+def index_clients(path: str, splits: Sequence[str], max_clients: int) -> RowIndex:
+  """The `RowIndex` of `splits` of the file (sorted ids, the first `max_clients` when > 0).
+
+  Each client's row count per split is checked against `client_metadata`; a
+  mismatch raises `DataError` naming the client.
+  """
+  conn = connect(path, shared=True)
+  try:
+    ids = sorted_client_ids(conn, path, splits, max_clients)
+    position = {cid: i for i, cid in enumerate(ids)}
+    shape = (len(splits), len(ids))
+    first, last = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    counts, expected = np.zeros(shape, np.int32), np.zeros(shape, np.int64)
+    scattered = {}
+    for s, split in enumerate(splits):
+      for cid, n in conn.execute('SELECT client_id, num_examples FROM client_metadata '
+                                 'WHERE split_name = ?', (split,)):
+        if cid in position:
+          expected[s, position[cid]] = n
+      others = []   # (first, last) of the split's clients not kept (max_clients)
+      for cid, lo, hi, n in conn.execute(
+          'SELECT client_id, MIN(rowid), MAX(rowid), COUNT(*) FROM examples '
+          'WHERE split_name = ? GROUP BY client_id', (split,)):
+        i = position.get(cid)
+        if i is None:
+          others.append((lo, hi))
+        else:
+          first[s, i], last[s, i], counts[s, i] = lo, hi, n
+      kept = np.flatnonzero(counts[s] > 0)
+      extra = np.asarray(others, np.int64).reshape(-1, 2)
+      overlap = _overlapping(np.concatenate([first[s, kept], extra[:, 0]]),
+                             np.concatenate([last[s, kept], extra[:, 1]]))[:len(kept)]
+      wanted = {ids[i] for i in kept[overlap]}
+      if wanted:   # one scan of the split for the clients whose ranges overlap another's
+        rows = collections.defaultdict(list)
+        for rowid, cid in conn.execute('SELECT rowid, client_id FROM examples '
+                                       'WHERE split_name = ? ORDER BY rowid', (split,)):
+          if cid in wanted:
+            rows[cid].append(rowid)
+        scattered.update({(s, cid): np.asarray(r, np.int64) for cid, r in rows.items()})
+    bad = np.argwhere(counts != expected)
+    if len(bad):
+      s, i = bad[0]
+      raise DataError(
+          f'{path!r}: client {ids[i]!r} has {counts[s, i]} rows in split {splits[s]!r} but '
+          f'client_metadata says {expected[s, i]} ({len(bad)} such mismatches); the file is '
+          'damaged or not TFF\'s: re-download it with tff.simulation.datasets.')
+  except BaseException:
+    conn.close()
+    raise
+  return RowIndex(path, conn, splits, ids, first, last, counts, scattered)
 
 
 def read_via_tff(

@@ -1,14 +1,18 @@
-"""In-memory federated datasets: one (x, y) array pair per client.
+"""Federated datasets: one (x, y) array pair per client.
 
 Every data source (the embedded digits, TFF's native sqlite files, LEAF JSON)
 returns a `FederatedDataset`, so the protocol code (filtering, client splits,
 support/query splits) and the programs never depend on where data came from.
+Its `clients` is a dict held in memory, or a `lazy_clients.LazyClients`
+that reads a client when it is used (TFF's EMNIST); the protocol needs only
+`sizes()` (client id -> count), which neither reads a client.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Tuple
+import functools
+from typing import Mapping, Tuple
 
 import numpy as np
 
@@ -36,11 +40,12 @@ class ClientArrays:
 
 @dataclasses.dataclass
 class FederatedDataset:
-  """A federated dataset held in memory, keyed by client id (insertion-ordered).
+  """A federated dataset keyed by client id (insertion-ordered).
 
   Attributes:
     name: the source name, e.g. 'digits' or 'emnist'.
-    clients: client id -> `ClientArrays`.
+    clients: client id -> `ClientArrays`: a dict, or a `LazyClients` that
+      reads each client on use (every read is label-checked then).
     num_classes: labels are in [0, num_classes).
     element_shape: the shape of one `x` row.
     description: one line saying what the data is.
@@ -48,24 +53,42 @@ class FederatedDataset:
       GloVe embedding matrix (`'vocab'`, `'embeddings'`).
   """
   name: str
-  clients: Dict[str, ClientArrays]
+  clients: Mapping[str, ClientArrays]
   num_classes: int
   element_shape: Tuple[int, ...]
   description: str = ''
   extras: dict = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
-    for cid, arrays in self.clients.items():
-      if arrays.y.size and (arrays.y.min() < 0 or arrays.y.max() >= self.num_classes):
-        raise DataError(
-            f'{self.name}: client {cid!r} has labels outside [0, {self.num_classes}) '
-            f'(min {arrays.y.min()}, max {arrays.y.max()}).')
+    check = functools.partial(check_labels, self.name, self.num_classes)
+    if self._read_on_demand():   # checked as each client is read
+      self.clients.check = check
+    else:
+      for cid, arrays in self.clients.items():
+        check(cid, arrays)
+
+  def _read_on_demand(self) -> bool:
+    return getattr(self.clients, 'sizes', None) is not None   # a LazyClients
+
+  def sizes(self) -> Mapping[str, int]:
+    """client id -> its number of examples, without reading a client read on demand."""
+    if self._read_on_demand():
+      return self.clients.sizes
+    return {cid: len(arrays) for cid, arrays in self.clients.items()}
 
   @property
   def x_dtype(self) -> np.dtype:
-    first = next(iter(self.clients.values()))
+    first = self.clients[next(iter(self.clients))]
     return first.x.dtype
 
   @property
   def num_examples(self) -> int:
-    return sum(len(c) for c in self.clients.values())
+    return sum(self.sizes().values())
+
+
+def check_labels(name: str, num_classes: int, client_id: str, arrays: ClientArrays) -> None:
+  """A `DataError` when `arrays` has a label outside [0, num_classes)."""
+  if arrays.y.size and (arrays.y.min() < 0 or arrays.y.max() >= num_classes):
+    raise DataError(
+        f'{name}: client {client_id!r} has labels outside [0, {num_classes}) '
+        f'(min {arrays.y.min()}, max {arrays.y.max()}).')

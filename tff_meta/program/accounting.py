@@ -2,8 +2,8 @@
 
 Each round releases the DP mean of `aggregation.dp_factory`: the sum of the
 sampled clients' updates, each clipped to L2 norm C, plus N(0, (z C)^2)
-noise. The sampler (`client_data.sample_clients`) draws m = min(clients per
-round, N) of the N training clients uniformly *without replacement*, afresh
+noise. The sampler (`client_data.sample_clients`) draws m (clients per
+round, at most N) of the N training clients uniformly *without replacement*, afresh
 each round: a fixed-size sample, not Poisson. Its accounting
 (`dp_accounting.SampledWithoutReplacementDpEvent`, Wang, Balle and
 Kasiviswanathan 2019, Thm. 27, RDP) is for the *replace-one* relation: N is
@@ -48,10 +48,10 @@ def round_event(noise_multiplier: float, population: int, clients_per_round: int
   """The `DpEvent` of one round (module docstring)."""
   if sampling not in SAMPLINGS:
     raise ValueError(f'Unknown sampling {sampling!r}; use one of {SAMPLINGS}.')
-  if population < 1 or not 1 <= clients_per_round:
-    raise ValueError(f'Need population >= 1 and clients_per_round >= 1, got {population}, '
-                     f'{clients_per_round}.')
-  m = min(clients_per_round, population)
+  if population < 1 or not 1 <= clients_per_round <= population:
+    raise ValueError(f'Need population >= 1 and 1 <= clients_per_round <= population, got '
+                     f'{population}, {clients_per_round}.')
+  m = clients_per_round
   if sampling == 'poisson':
     return dp_accounting.PoissonSampledDpEvent(
         m / population, dp_accounting.GaussianDpEvent(noise_multiplier))

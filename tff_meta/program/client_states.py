@@ -113,6 +113,8 @@ class ClientStateStore:
     try:
       with np.load(path, allow_pickle=False) as f:
         return read(f)
+    except PermissionError:   # the machine's refusal, not damage: cli.guard names it
+      raise
     except Exception as e:  # pylint: disable=broad-except  # zip/npy readers raise many types
       raise ClientStateError(
           f'Client state {path} cannot be read ({type(e).__name__}: {e}); the run\'s client '

@@ -144,9 +144,10 @@ class ExperimentConfig:
 
 # Resuming into a run folder (`resume.check_resume`): keys that change how a run executes,
 # not what it computes (same results, docs/CONFIG.md), may differ from the saved config.toml.
-# Every other key, a new one included, must be equal.
+# Every other key, a new one included, must be equal. `data.cache_mb` sizes the cache of
+# clients read on demand (the same arrays whatever its size).
 EXECUTION_ONLY = frozenset({'name', 'output_dir', 'checkpoint_every',
-                            'resident_state', 'max_concurrent_calls'})
+                            'resident_state', 'max_concurrent_calls', 'data.cache_mb'})
 # Keys a run's config.toml holds that the run itself does not read: `algorithms` lists the
 # methods of programs.compare (a folder holds one of them), and `method_hparams`, which
 # `for_algorithm` has applied to [hparams] (compared).

@@ -89,10 +89,9 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
     logs.note('differential privacy: each round\'s updates are averaged uniformly '
                        '(weighting = "uniform"; an example-weighted mean is not DP).')
     hparams = dataclasses.replace(hparams, weighting='uniform')
-  clients = min(cfg.clients_per_round, len(data.train)) if data is not None else \
-      cfg.clients_per_round
-  try:
-    alg = entry(model, hparams, model_aggregator=privacy.model_aggregator(cfg, clients))
+  try:   # clients_per_round fits the data (check_request)
+    alg = entry(model, hparams,
+                model_aggregator=privacy.model_aggregator(cfg, cfg.clients_per_round))
   except (aggregation.NotApplicableError, privacy.PrivacyConfigError) as e:
     raise config_lib.ConfigError(str(e)) from None
   if alg.stateful:

@@ -121,6 +121,9 @@ def budget(cfg, population: int) -> Optional[Budget]:
   """The accountant's inputs for a DP run on `population` training clients, else None."""
   if not dp_enabled(cfg):
     return None
+  if cfg.clients_per_round > population:
+    raise ValueError(f'clients_per_round = {cfg.clients_per_round} of {population} training '
+                     'clients: a run cannot sample more clients than there are.')
   return Budget(noise_multiplier=cfg.dp_noise_multiplier, population=population,
-                clients_per_round=min(cfg.clients_per_round, population),
+                clients_per_round=cfg.clients_per_round,
                 delta=cfg.dp_delta or accounting.default_delta(population))

@@ -20,7 +20,7 @@ optimizer on the support set, 0 = FedAvg's own evaluation (`EVALUATED_AS`).
 
 `clients_from` scores the clients of ANOTHER dataset in place of the run's
 test clients: every client of it, each split into support and query by the
-run's support fraction and seed (`protocol.support_query_split`), e.g. FEMNIST
+run's support fraction and seed (`protocol.split_indices`), e.g. FEMNIST
 writers the run never saw (`leaf_femnist:<leaf femnist folder>`, 31
 writers outside TFF's file; asked for the cells on other writers).
 Its examples must have the run's shape and classes.
@@ -212,8 +212,11 @@ def external_clients(cfg: config_lib.ExperimentConfig, model_data: protocol.Prot
         f'{tuple(dataset.element_shape)}, but the run\'s model takes {own.num_classes} classes of '
         f'shape {tuple(own.element_shape)}; give a dataset of the run\'s kind.')
   k = max(int(cfg.min_samples), 2)
-  clients = [protocol.support_query_split(arrays, cfg.support_fraction, cfg.seed, cid)
-             for cid, arrays in sorted(dataset.clients.items()) if len(arrays) >= k]
+  clients = protocol.client_splits(
+      dataset, sorted(c for c, n in dataset.sizes().items() if n >= k),
+      protocol.SplitPlan(cfg.support_fraction, cfg.seed))
+  for client in clients:
+    client.indices()   # a client too small to split stops here (DataError), before any scoring
   if not clients:
     raise ConfigError(f'--clients_from: no client of {name} has >= {k} examples.')
   return clients

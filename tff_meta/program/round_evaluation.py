@@ -99,7 +99,7 @@ class Evaluation:
     """(name, clients, known) of each split it scores: new clients (test, validation), then
     the known clients' held-out sets when the protocol keeps them."""
     data = self.data
-    has_known = bool(data.train) and data.train[0].holdout is not None
+    has_known = bool(data.train) and data.train[0].sizes()[2] is not None
     # FedEC's protocol has no new clients: its test set is the training clients'
     # local test sets, reported as test_*; with new clients too they are known_*.
     known_name = 'known' if data.test else 'test'

@@ -51,8 +51,7 @@ from tff_meta.evaluation import communication, personalized
 from tff_meta.core import checkpoints, files
 from tff_meta.data import client_data
 from tff_meta.core import loop
-from tff_meta.program.round_evaluation import (  # noqa: F401 (callers import them here)
-    PRIMARY, Evaluation, eval_calls, evaluate)
+from tff_meta.program.round_evaluation import PRIMARY, Evaluation
 from tff_meta.program.client_states import ClientStateStore
 from tff_meta.core.logs import note
 from tff_meta.program.privacy import Budget
@@ -163,9 +162,14 @@ class RoundSampler:
   resample: bool = False             # resample_support
   _built: Dict[int, SampledRound] = dataclasses.field(default_factory=dict, repr=False)
 
+  def __post_init__(self):
+    if not 1 <= self.clients_per_round <= len(self.clients):
+      raise ValueError(f'clients_per_round = {self.clients_per_round} needs 1 to '
+                       f'{len(self.clients)} (the training clients).')
+
   @property
   def num_clients(self) -> int:
-    return min(self.clients_per_round, len(self.clients))
+    return self.clients_per_round
 
   def sample(self, round_num: int) -> SampledRound:
     if round_num not in self._built:

@@ -80,6 +80,16 @@ def check_folder(cfg: config_lib.RecommendConfig) -> None:
                           **config_lib.resume_rules())
 
 
+def check_request(cfg: config_lib.RecommendConfig, data) -> None:
+  """Refuses (a ConfigError naming the numbers) more users per episode than training users,
+  instead of sampling fewer."""
+  if cfg.clients_per_episode > data.num_train_users:
+    raise config_lib.ConfigError(
+        f'clients_per_episode = {cfg.clients_per_episode} is more than the '
+        f'{data.num_train_users} training users of task = {cfg.task!r}; set '
+        f'--clients_per_episode to at most {data.num_train_users}.')
+
+
 def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
         show_progress: bool = True) -> RecommendResult:
   cfg = validate(cfg)
@@ -89,6 +99,7 @@ def run(cfg: config_lib.RecommendConfig, *, pool: Optional[WorkerPool] = None,
   saved = config_file.to_toml(cfg)
   check_folder(cfg)
   data = task.prepare(cfg)   # bad data stops the run before it writes anything
+  check_request(cfg, data)
   # Creates the folder; one writer at a time; a folder of other settings is refused unchanged.
   resume.claim_for_resume(out, tomllib.loads(saved), **config_lib.resume_rules())
   files.write_text(os.path.join(out, CONFIG_FILE), saved)

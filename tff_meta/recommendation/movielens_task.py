@@ -64,6 +64,10 @@ class MovieLensData:
   def fingerprint(self) -> str:
     return self.dataset.fingerprint()
 
+  @property
+  def num_train_users(self) -> int:
+    return len(self.tasks.train)
+
   def summary(self) -> str:
     text = f'{self.dataset.description}; {self.tasks.summary()}'
     return text.replace('testing users', 'VALIDATION users (held-out training users; test users '

@@ -177,6 +177,10 @@ class ServiceTasks:
   test: List[ServiceUser]
   log: EventLog
 
+  @property
+  def num_train_users(self) -> int:
+    return len(self.train_ids)
+
   def fingerprint(self) -> None:
     """None: service runs record no hash of their event log, so reports group them by path."""
     return None
