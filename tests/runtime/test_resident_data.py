@@ -63,19 +63,34 @@ def test_plan_rebuilds_packed_groups_and_pools_recurring_arrays():
   assert [len(g['fresh']['x']) for g in positions] == [0]
 
 
-def test_plan_never_pools_arrays_made_afresh_and_stops_at_max_bytes():
+def test_plan_pools_by_content_never_values_that_change_and_stops_at_max_bytes():
   rng = np.random.default_rng(1)
-  base = [_client(rng, 4) for _ in range(3)]
-  data_pool = resident_data.DataPool(SPEC)
-  for r in range(3):   # new arrays each round (like FedAvg's shuffled data)
+  base = [_client(rng, 100) for _ in range(3)]   # keys sample every 3rd value of x
+  copies = resident_data.DataPool(SPEC)
+  for r in range(3):   # new arrays, same values (a client read on demand): pooled
     batch = [collections.OrderedDict((k, v.copy()) for k, v in c.items()) for c in base]
-    upload, positions = data_pool.plan([batch])
-    assert (upload is not None) == (r == 0)
-    assert len(positions[0]['fresh']['x']) == 12
+    upload, positions = copies.plan([batch])
+    assert (upload is not None) == (r < 2)
+    assert len(positions[0]['fresh']['x']) == (300 if r == 0 else 0)   # pooled from round 2
+    _assert_groups_equal([_gather(upload or pooled, positions[0])],
+                         grouped.pack_groups(batch, SPEC, 3))
+    pooled = upload or pooled
+  changed = [collections.OrderedDict((k, v.copy()) for k, v in c.items()) for c in base]
+  changed[1]['x'].reshape(-1)[1] += 1.0   # a value the key does not sample differs
+  _, positions = copies.plan([changed])
+  assert len(positions[0]['fresh']['x']) == 100
+  _assert_groups_equal([_gather(pooled, positions[0])], grouped.pack_groups(changed, SPEC, 3))
+  shuffled = resident_data.DataPool(SPEC)
+  for r in range(3):   # values reordered every round (like FedAvg's shuffled data)
+    batch = [collections.OrderedDict((k, rng.permutation(v)) for k, v in c.items())
+             for c in base]
+    upload, positions = shuffled.plan([batch])
+    assert upload is None or len(upload['x']) == 0   # (a 3-value `w` may come back alike)
+    assert len(positions[0]['fresh']['x']) == 300
   small = resident_data.DataPool(SPEC, max_bytes=100)
   for _ in range(3):
     upload, positions = small.plan([base])
-  assert len(positions[0]['fresh']['x']) == 12   # over max_bytes: nothing pooled
+  assert len(positions[0]['fresh']['x']) == 300   # over max_bytes: nothing pooled
 
 
 def test_pooled_resident_rounds_equal_packed_rounds(tff_context):

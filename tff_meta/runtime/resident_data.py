@@ -12,10 +12,13 @@ the positions of its rows and the rows not in the pool (`fresh`);
 the data `grouped.pack_group` would have sent, so the round computes
 exactly what it computed before (`tests/runtime/test_resident_data.py`).
 
-Which arrays are pooled: an array (by identity; the arrays a program hands
-to rounds are not changed in place) joins the pool in a round where it is
-seen a second time, so arrays made afresh every round (FedAvg's shuffled
-data, resampled support sets) only travel with their round, as before. The
+Which arrays are pooled: an array joins the pool in a round where it is
+seen a second time, by content: its key (shape, dtype and a sample of its
+values) names a pooled array, and it is taken for it only if every value
+equals (or it is the very array pooled). So a client read on demand, whose
+arrays are new objects every round, is pooled like one held in memory,
+while arrays whose values change every round (FedAvg's shuffled data,
+resampled support sets) only travel with their round, as before. The
 pool is sent again whole when it grows, which happens when a round's
 recurring arrays amount to at least a quarter of it (so the resending adds
 up to a few times the pool); it stops growing at `max_bytes`.
@@ -30,7 +33,6 @@ group's data, `grouped.group_spec`):
 from __future__ import annotations
 
 import collections
-import weakref
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -41,6 +43,10 @@ from tff_meta.algorithms import grouped
 
 # The pool stops growing at this size (bytes on the worker).
 MAX_BYTES = 1 << 30
+# Keys of arrays seen and not pooled that are remembered (the oldest forgotten first).
+MAX_SEEN = 1 << 20
+# Values an array's key samples.
+KEY_SAMPLES = 64
 
 
 def pool_spec(data_spec: Mapping[str, tf.TensorSpec]) -> collections.OrderedDict:
@@ -96,10 +102,10 @@ class DataPool:
     self._ragged = grouped.ragged_keys(self._spec)
     self._max_bytes = max_bytes
     self._pool: Dict[str, List[np.ndarray]] = {k: [] for k in self._spec}
-    self._start: Dict[Tuple[str, int], Tuple[int, np.ndarray]] = {}   # (key, id) -> start, array
+    self._start: Dict[tuple, Tuple[int, np.ndarray, np.ndarray]] = {}   # key -> start, array, rows
     self._rows = {k: 0 for k in self._spec}
     self._bytes = 0
-    self._seen: Dict[Tuple[str, int], weakref.ref] = {}
+    self._seen: Dict[tuple, None] = {}   # keys of arrays seen, oldest first
     self._sent = False   # whether the worker has the pool yet
 
   def _concat(self, key: str, parts: List[np.ndarray]) -> np.ndarray:
@@ -113,9 +119,21 @@ class DataPool:
     rows = np.asarray(value, self._spec[key].dtype.as_numpy_dtype)
     return rows if key in self._ragged else rows[np.newaxis]
 
+  def _key(self, key: str, value) -> tuple:
+    """`value`'s key: its data key, shape, dtype and a sample of its values."""
+    flat = np.asarray(value).reshape(-1)
+    sample = flat[::max(1, len(flat) // KEY_SAMPLES)]
+    return (key, np.shape(value), np.asarray(value).dtype.str, sample.tobytes())
+
   def _pooled(self, key: str, value) -> Optional[int]:
-    found = self._start.get((key, id(value)))
-    return found[0] if found is not None and found[1] is value else None
+    """The first pool row of `value` (the same values pooled), or None."""
+    found = self._start.get(self._key(key, value))
+    if found is None:
+      return None
+    start, array, rows = found
+    if value is array or np.array_equal(rows, self._rows_of(key, value)):
+      return start
+    return None
 
   def plan(self, groups: Sequence[Sequence[Mapping]]):
     """(the pool to send, or None if the worker's is current; each group's I) for a round.
@@ -128,8 +146,8 @@ class DataPool:
              and self._bytes + new_bytes <= self._max_bytes)
     if grows:
       for k, v in recurring:
-        self._start[(k, id(v))] = (self._rows[k], v)
         self._pool[k].append(self._rows_of(k, v))
+        self._start[self._key(k, v)] = (self._rows[k], v, self._pool[k][-1])
         self._rows[k] += len(self._pool[k][-1])
       self._bytes += new_bytes
     upload = None
@@ -146,20 +164,22 @@ class DataPool:
       for client in group:
         for k in self._spec:
           v = client[k]
-          ref = self._seen.get((k, id(v)))
-          if (isinstance(v, np.ndarray) and ref is not None and ref() is v
-              and self._pooled(k, v) is None and (k, id(v)) not in taken):
-            taken.add((k, id(v)))
+          key = self._key(k, v)
+          if (key in self._seen and key not in self._start and key not in taken):
+            taken.add(key)
             out.append((k, v))
     return out
 
   def _remember(self, groups) -> None:
-    self._seen = {key: ref for key, ref in self._seen.items() if ref() is not None}
     for group in groups:
       for client in group:
         for k in self._spec:
-          if isinstance(client[k], np.ndarray):
-            self._seen[(k, id(client[k]))] = weakref.ref(client[k])
+          key = self._key(k, client[k])
+          if key not in self._start:
+            self._seen.pop(key, None)
+            self._seen[key] = None   # the newest last
+    while len(self._seen) > MAX_SEEN:
+      del self._seen[next(iter(self._seen))]
 
   def _positions(self, clients: Sequence[Mapping]) -> collections.OrderedDict:
     """One group's I: its pooled rows by position, the others sent in `fresh`."""
