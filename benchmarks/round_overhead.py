@@ -1,6 +1,7 @@
 r"""Round overhead: a TFF round against the same math in one plain-TF graph.
 
   python -m benchmarks.round_overhead --model=femnist_cnn --dataset=emnist --cache_dir=<tff data folder>
+  python -m benchmarks.round_overhead --modes=default --csv=overhead.csv   # rows also to a CSV
   python -m benchmarks.round_overhead --model=mlp --dataset=digits --examples=16
   python -m benchmarks.round_overhead --model=shakespeare_lstm --dataset=shakespeare --cache_dir=<tff data folder>
 
@@ -33,6 +34,8 @@ from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
+import os  # noqa: E402
+
 from absl import app, flags  # noqa: E402
 
 from benchmarks import common  # noqa: E402
@@ -49,6 +52,7 @@ flags.DEFINE_list('modes', ['default', 'plain'],
                   'state stays on the worker (one round per call).')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting (median, min, max reported).')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first (the first one is checked).')
+flags.DEFINE_string('csv', '', 'Also write the rows to this CSV file (written after each row).')
 FLAGS = flags.FLAGS
 
 def main(argv):
@@ -58,15 +62,22 @@ def main(argv):
   print(f'{FLAGS.model} ({model.num_parameters:,} parameters) on {FLAGS.dataset}, {FLAGS.clients} '
         f'clients x {FLAGS.examples} examples; per round: median [min-max] of {FLAGS.calls} calls '
         f'after {FLAGS.warmup} warm-up; {common.machine()}')
-  common.table(['Algorithm', 'mode', *common.TIMING_HEADER, 'state diff'])
+  # the last column of each row: the load average when it was measured
+  header = ['algorithm', 'mode', *common.TIMING_HEADER, 'state diff', 'load average']
+  common.table(header)
+  rows = []
   with WorkerPool.local(1) as pool:
     for name in FLAGS.algorithms:
       alg = common.build_algorithm(name, model)
       batch = client_data.round_data(alg.train_data, clients, 0, 1)
       for mode in FLAGS.modes:
         t, check = common.time_setting(alg, batch, mode, pool, FLAGS.calls, FLAGS.warmup)
-        print(f'| {alg.display_name} | {mode} | ' + ' | '.join(common.timing_cells(t))
-              + f' | {check:.1e} |', flush=True)
+        row = [alg.display_name, mode, *common.timing_cells(t), f'{check:.1e}',
+               f'{os.getloadavg()[0]:.1f}']
+        print('| ' + ' | '.join(row) + ' |', flush=True)
+        rows.append(row)
+        if FLAGS.csv:
+          common.write_csv(FLAGS.csv, header, rows)
 
 
 if __name__ == '__main__':

@@ -180,3 +180,13 @@ def test_spread_is_the_sample_std():
   assert results_page.spread([1.0, 2.0, 3.0]) == '2.00 ± 1.00'   # ddof = 0 would give 0.82
   assert results_page.spread([0.91]) == '0.91'
   assert results_page.spread([0.9, 0.92], digits=4) == '0.9100 ± 0.0141'
+
+
+def test_blocks_are_their_files():
+  text = _read(PAGE)
+  found = results_page.blocks(text)
+  assert {kind for kind, _, _ in found} == set(results_page.BLOCKS)
+  stale = [kind for kind, written, computed in found if written != computed]
+  assert not stale, f'blocks differ from their files (results_page --write): {stale}'
+  edited = text.replace('| ≤ 1.2 |', '| ≤ 9.9 |', 1)   # a target typed by hand
+  assert edited != text and any(w != c for _, w, c in results_page.blocks(edited))

@@ -111,10 +111,15 @@ def pack_group(clients: Sequence[Mapping], data_spec: Mapping[str, tf.TensorSpec
   return collections.OrderedDict(data=data, rows=rows.reshape(len(clients), len(ragged)))
 
 
+def split_groups(batch: Sequence, clients_per_call: int) -> List[Sequence]:
+  """A round's clients (in order) as the groups of at most `clients_per_call` that
+  `pack_groups` packs."""
+  return _split(list(batch), group_sizes(len(batch), clients_per_call))
+
+
 def pack_groups(batch: Sequence[Mapping], data_spec, clients_per_call: int) -> List:
   """A round's client data as groups of at most `clients_per_call` clients."""
-  return [pack_group(g, data_spec) for g in _split(list(batch),
-                                                   group_sizes(len(batch), clients_per_call))]
+  return [pack_group(g, data_spec) for g in split_groups(batch, clients_per_call)]
 
 
 def stack_states(states: Sequence, clients_per_call: int) -> List:

@@ -39,7 +39,19 @@ its label that names one setting) and the metric:
 - a `csv` group is `column=value` conditions; its metric a column, printed as written for
   one row, or with `sd` / `mean` / `n` over the rows (seeds) that match: `accuracy sd`.
 
-`python -m tff_meta.analysis.results_page --write` fills every marked number in
+A whole block the analysis code writes (a table, a figure's image link) sits
+between
+
+    <!-- block speed_targets: docs/runs/scaling_256 -->
+    ...
+    <!-- /block -->
+
+with the block's kind (`BLOCKS`) and its files (paths from the repository,
+space-separated): `speed_targets` (a folder of speed CSVs: the targets
+table, `analysis.speed`) and `scaling_figure` (the CSVs, then the PNG it
+draws: the image link; the PNG is drawn by `--write` only).
+
+`python -m tff_meta.analysis.results_page --write` fills every marked number and block in
 from the run files; `--check` exits 1 when one differs (tests/test_results_page.py).
 It reads files only; grouping training runs imports TensorFlow for the configs' defaults.
 """
@@ -61,6 +73,7 @@ PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.absp
                     'docs', 'RESULTS.md')
 SOURCE_RE = re.compile(r'<!-- source (\w+): (\w+) (\S+) -->')
 VALUE_RE = re.compile(r'<!--v ([^>]*?)-->(.*?)<!--/v-->')
+BLOCK_RE = re.compile(r'(<!-- block (\w+): ([^>]*?) -->\n)(.*?)(<!-- /block -->)', re.DOTALL)
 
 
 class PageError(ValueError):
@@ -291,10 +304,45 @@ def values(text: str) -> List[Tuple[int, str, str, str]]:
   return out
 
 
-def write(text: str) -> str:
-  """`text` with every marked number replaced by its value from the run files."""
+def _speed_targets(paths: List[str], draw: bool) -> str:
+  del draw
+  from tff_meta.analysis import speed  # pylint: disable=g-import-not-at-top
+  (folder,) = paths
+  return speed.targets_markdown(folder) + '\n'
+
+
+def _scaling_figure(paths: List[str], draw: bool) -> str:
+  from tff_meta.analysis import speed  # pylint: disable=g-import-not-at-top
+  *csvs, png = paths
+  if draw:
+    speed.scaling_figure(csvs, png)
+  return (f'![Seconds per round against clients per round]'
+          f'({os.path.relpath(png, os.path.dirname(PAGE))})\n')
+
+
+BLOCKS = {'speed_targets': _speed_targets, 'scaling_figure': _scaling_figure}
+
+
+def blocks(text: str, draw: bool = False) -> List[Tuple[str, str, str]]:
+  """(block kind, written text, text from the files) for every block; `draw` writes figures."""
+  out = []
+  for m in BLOCK_RE.finditer(text):
+    if m.group(2) not in BLOCKS:
+      raise PageError(f'unknown block kind {m.group(2)!r} ({", ".join(BLOCKS)})')
+    paths = [os.path.join(_repo(), p) for p in m.group(3).split()]
+    try:
+      out.append((m.group(2), m.group(4), BLOCKS[m.group(2)](paths, draw)))
+    except (ValueError, KeyError, OSError) as e:
+      raise PageError(f'block {m.group(2)} ({m.group(3)}): {e}') from None
+  return out
+
+
+def write(text: str, draw: bool = False) -> str:
+  """`text` with every marked number and block replaced by its value from the run files."""
   computed = iter(v[3] for v in values(text))
-  return VALUE_RE.sub(lambda m: f'<!--v {m.group(1)}-->{next(computed)}<!--/v-->', text)
+  text = VALUE_RE.sub(lambda m: f'<!--v {m.group(1)}-->{next(computed)}<!--/v-->', text)
+  filled = iter(b[2] for b in blocks(text, draw))
+  return BLOCK_RE.sub(lambda m: m.group(1) + next(filled) + m.group(5), text)
 
 
 COMMAND_RE = re.compile(r'python -m (programs\.\w+)((?:\\\n|[^\n])*)')
@@ -313,13 +361,17 @@ def main(argv: Sequence[str]) -> int:
   with open(PAGE, encoding='utf-8') as f:
     text = f.read()
   if '--write' in argv:
-    files.write_text(PAGE, write(text))   # atomic: a failed fill leaves the page as it was
+    files.write_text(PAGE, write(text, draw=True))   # atomic: a failed fill leaves the page
     return 0
   wrong = [v for v in values(text) if v[2] != v[3]]
   for number, marker, written, computed in wrong:
     print(f'docs/RESULTS.md:{number}: {marker}: the page says {written!r}, the run files '
           f'{computed!r}', file=sys.stderr)
-  return 1 if wrong else 0
+  stale = [b for b in blocks(text) if b[1] != b[2]]
+  for kind, _, _ in stale:
+    print(f'docs/RESULTS.md: the {kind} block differs from its files (run --write)',
+          file=sys.stderr)
+  return 1 if wrong or stale else 0
 
 
 if __name__ == '__main__':

@@ -30,6 +30,7 @@ from tff_meta.runtime import grouped_rounds
 from tff_meta.runtime.pool import WorkerPool
 from tff_meta.runtime.pool_resident import PoolResidentRounds
 from tff_meta.runtime.resident import ResidentRounds
+from tff_meta.runtime.resident_data import DataPool
 from tff_meta.runtime.rounds import NeedsState, PlainRounds, RoundRunner
 
 # clients_per_call = 0 groups a worker's clients into one call from this many on.
@@ -56,15 +57,16 @@ def choose_runner(alg: Algorithm, pool: WorkerPool, *,
   workers = len(pool.addresses)
   k = clients_per_call_for(alg, clients_per_call, num_clients, workers)
 
-  def build(process, count, batches):
+  def build(process, count, batches, data_spec=None):
     return _runner(alg, process, pool,
                    resident_state=resident_state, num_clients=count, round_batch=batches,
-                   needs_state=needs_state)
+                   needs_state=needs_state, data_spec=data_spec)
 
   if k <= 1:
     return build(alg.process, num_clients, round_batch)
   inner = build(alg.process.grouped(), grouped_rounds.num_groups(num_clients, k),
-                grouped_rounds.group_batches(alg.process, k, round_batch))
+                grouped_rounds.group_batches(alg.process, k, round_batch),
+                grouped_rounds.data_spec(alg.process))
   return grouped_rounds.GroupedRounds(alg.process, inner, k)
 
 
@@ -106,8 +108,12 @@ def clients_per_call_for(alg: Algorithm, clients_per_call: int, num_clients: int
 
 def _runner(alg: Algorithm, process, pool: WorkerPool, *,
             resident_state: bool, num_clients: int, round_batch: Callable[[int], Sequence],
-            needs_state: NeedsState) -> RoundRunner:
-  """The runner of `process` (`alg.process` or its grouped twin) for `num_clients` values."""
+            needs_state: NeedsState, data_spec=None) -> RoundRunner:
+  """The runner of `process` (`alg.process` or its grouped twin) for `num_clients` values.
+
+  `data_spec` (one client's, for a grouped twin): a resident runner on one
+  worker keeps the clients' data there too (`resident_data.DataPool`).
+  """
   workers = len(pool.addresses)
   if alg.process.model_aggregator is not None:
     if resident_state and workers > 1:
@@ -127,5 +133,6 @@ def _runner(alg: Algorithm, process, pool: WorkerPool, *,
                               tls=getattr(pool, 'tls', None))
   if resident_state:
     return ResidentRounds(process, pool.addresses[0], num_clients, needs_state,
-                          tls=getattr(pool, 'tls', None))
+                          tls=getattr(pool, 'tls', None),
+                          data_pool=None if data_spec is None else DataPool(data_spec))
   return PlainRounds(process)

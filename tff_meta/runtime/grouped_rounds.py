@@ -6,7 +6,9 @@ into groups of at most `clients_per_call` (`grouped.pack_groups`), stacks
 their states, hands the groups to the inner runner, and unstacks the new
 states, so the training loop still passes one value per client and gets one
 state per client back. The results are those of `process.next` up to the
-order of float additions (`tests/runtime/test_grouped_rounds.py`).
+order of float additions (`tests/runtime/test_grouped_rounds.py`). An inner
+runner that keeps client data on the worker (`ResidentRounds` with a
+`resident_data.DataPool`) gets each group's clients unpacked instead.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class GroupedRounds(RoundRunner):
     self.clients_per_call = clients_per_call
 
   def groups(self, batch: Sequence):
+    """The round's groups as the inner runner takes them: packed, or each group's clients."""
+    if getattr(self._inner, 'takes_client_groups', False):
+      return grouped.split_groups(batch, self.clients_per_call)
     return grouped.pack_groups(batch, self._spec, self.clients_per_call)
 
   def next(self, state, round_num: int, batch: Sequence,

@@ -12,8 +12,15 @@ are built on): the state becomes a remote value on the worker, each round
 is `create_call(next, <state_ref, data>)`, and only the round's metrics are
 computed (fetched). The state is fetched only on rounds where the caller
 needs it (evaluation, checkpoints, the last round). Old remote values are
-disposed on the worker as soon as Python drops them (`contexts.remote_executor`). One worker only (the mergeable form of worker
+disposed on the worker as soon as Python drops them
+(`contexts.remote_executor`). One worker only (the mergeable form of worker
 pools materializes every call's result).
+
+With a `resident_data.DataPool` (a grouped process's rounds), the client
+data stay on the worker too: each round's data argument is built there by
+the pool's `gather` call from the arrays already sent and the round's row
+positions, and the runner takes each group's clients unpacked
+(`takes_client_groups`).
 
 Algorithms with per-client state (`algorithms/stateful.py`) pass the round's
 client states in and get them back every round, as they must: they live in
@@ -34,7 +41,7 @@ from typing import Optional, Sequence
 
 import tensorflow_federated as tff
 
-from tff_meta.runtime import contexts, fast_values
+from tff_meta.runtime import contexts, fast_values, resident_data
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner
 from tff_meta.runtime.tls import TlsFiles, open_channel
 
@@ -68,7 +75,8 @@ class ResidentRounds(RoundRunner):
   """
 
   def __init__(self, process, address: str, num_clients: int, needs_state: NeedsState,
-               tls: Optional[TlsFiles] = None):
+               tls: Optional[TlsFiles] = None,
+               data_pool: Optional[resident_data.DataPool] = None):
     self._process = process
     self._needs_state = needs_state
     self._channel = open_channel(address, tls)   # tls: the trainer's files for a TLS pool
@@ -78,6 +86,14 @@ class ResidentRounds(RoundRunner):
     compiled = tff.backends.native.compiler.desugar_and_transform_to_native(process.next)
     self._types = process.next.type_signature
     self._fn = self._loop.run(self._executor.create_value(compiled, compiled.type_signature))
+    self._pool = data_pool
+    self.takes_client_groups = data_pool is not None
+    if data_pool is not None:
+      gather = resident_data.gather_computation(data_pool.data_spec)
+      self._gather_types = gather.type_signature
+      gather = tff.backends.native.compiler.desugar_and_transform_to_native(gather)
+      self._gather = self._loop.run(self._executor.create_value(gather, gather.type_signature))
+    self._remote_pool = None
     self._remote_state = None
     self._returned = None   # the Python state this object last returned
 
@@ -92,11 +108,14 @@ class ResidentRounds(RoundRunner):
     for i, (value, (_, value_type)) in enumerate(zip(inputs, elements[1:])):
       value = list(value) if isinstance(value_type, tff.FederatedType) and \
           value_type.placement is tff.CLIENTS else value
-      # The round's data (the last argument) in place; the state and client states, small,
-      # through TFF's own serializer.
-      create = fast_values.create_value if i == len(inputs) - 1 else (
-          lambda executor, v, t: executor.create_value(v, t))
-      values.append(await create(self._executor, value, value_type))
+      # The round's data (the last argument) in place or from the pool; the state and
+      # client states, small, through TFF's own serializer.
+      if i < len(inputs) - 1:
+        values.append(await self._executor.create_value(value, value_type))
+      elif self._pool is not None:
+        values.append(await self._pooled(value))
+      else:
+        values.append(await fast_values.create_value(self._executor, value, value_type))
     arg = await self._executor.create_struct(
         collections.OrderedDict(zip([name for name, _ in elements], values)))
     call = await self._executor.create_call(self._fn, arg)
@@ -106,6 +125,17 @@ class ResidentRounds(RoundRunner):
       value = await (await self._executor.create_selection(call, i)).compute()
       outputs.append(tff.types.type_to_py_container(value, self._types.result[i]))
     return outputs
+
+  async def _pooled(self, groups):
+    """The round's data on the worker: the pool's `gather` of the groups' positions."""
+    pool, positions = self._pool.plan(groups)
+    pool_type, positions_type = list(self._gather_types.parameter)
+    if pool is not None:
+      self._remote_pool = await fast_values.create_value(self._executor, pool, pool_type)
+    arg = await self._executor.create_struct(collections.OrderedDict(
+        pool=self._remote_pool,
+        groups=await fast_values.create_value(self._executor, positions, positions_type)))
+    return await self._executor.create_call(self._gather, arg)
 
   async def _fetch(self):
     value = await self._remote_state.compute()
@@ -125,7 +155,7 @@ class ResidentRounds(RoundRunner):
     return RoundResult(state, metrics, new_client_states)
 
   def close(self) -> None:
-    self._remote_state = self._fn = None
+    self._remote_state = self._fn = self._remote_pool = self._gather = None
     self._executor.close()
     self._loop.close()
     self._channel.close()

@@ -1,0 +1,202 @@
+"""Client data kept on the TFF worker between rounds; a round sends row positions.
+
+A grouped round's data (`algorithms/grouped.py`: per data key, the rows of
+a group's clients concatenated) are most of what a resident round sends to
+the worker: 64 EMNIST clients are 20 MB a round, whose transfer took longer
+than the MLP's whole round in plain TF (docs/runs/scaling_256). Yet a
+client's arrays are mostly the same objects round after round (its support
+and query sets). `DataPool` keeps such arrays on the worker in a *pool* (per
+data key, the rows of many clients) and sends each round, per group, only
+the positions of its rows and the rows not in the pool (`fresh`);
+`gather_computation` rebuilds the group's data on the worker, row for row
+the data `grouped.pack_group` would have sent, so the round computes
+exactly what it computed before (`tests/runtime/test_resident_data.py`).
+
+Which arrays are pooled: an array joins the pool in a round where it is
+seen a second time, by content: its key (shape, dtype and a sample of its
+values) names a pooled array, and it is taken for it only if every value
+equals (or it is the very array pooled). So a client read on demand, whose
+arrays are new objects every round, is pooled like one held in memory,
+while arrays whose values change every round (FedAvg's shuffled data,
+resampled support sets) only travel with their round, as before. The
+pool is sent again whole when it grows, which happens when a round's
+recurring arrays amount to at least a quarter of it (so the resending adds
+up to a few times the pool); it stops growing at `max_bytes`.
+
+Type signatures (P = the pool: per data key k, a tensor of rows [?, ...]
+of the group spec's k; I = a group's <fresh=P, positions=<k: int32[?]>,
+rows=int32[?,R]>, positions past the pool's rows index `fresh`; G = a
+group's data, `grouped.group_spec`):
+    gather: (<P@SERVER, {I}@CLIENTS> -> {G}@CLIENTS)
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tff_meta.algorithms import grouped
+
+# The pool stops growing at this size (bytes on the worker).
+MAX_BYTES = 1 << 30
+# Keys of arrays seen and not pooled that are remembered (the oldest forgotten first).
+MAX_SEEN = 1 << 20
+# Values an array's key samples.
+KEY_SAMPLES = 64
+
+
+def pool_spec(data_spec: Mapping[str, tf.TensorSpec]) -> collections.OrderedDict:
+  """The pool's spec (P): each key's rows, as in a group's data."""
+  return grouped.group_spec(data_spec)['data']
+
+
+def positions_spec(data_spec: Mapping[str, tf.TensorSpec]) -> collections.OrderedDict:
+  """A group's spec (I) on the way to the worker: fresh rows, positions, rows per client."""
+  spec = grouped.group_spec(data_spec)
+  return collections.OrderedDict(
+      fresh=spec['data'],
+      positions=collections.OrderedDict((k, tf.TensorSpec([None], tf.int32)) for k in data_spec),
+      rows=spec['rows'])
+
+
+def gather_group(pool, group):
+  """Pure TF: a group's data (G) from the pool and its positions (I)."""
+  data = collections.OrderedDict()
+  for k, rows in pool.items():
+    index = group['positions'][k]
+    pooled = tf.shape(rows, out_type=tf.int32)[0]
+    in_pool = index < pooled
+    where = tf.range(tf.size(index))
+    value = tf.dynamic_stitch(
+        [tf.boolean_mask(where, in_pool), tf.boolean_mask(where, ~in_pool)],
+        [tf.gather(rows, tf.boolean_mask(index, in_pool)),
+         tf.gather(group['fresh'][k], tf.boolean_mask(index, ~in_pool) - pooled)])
+    value.set_shape(rows.shape)
+    data[k] = value
+  return collections.OrderedDict(data=data, rows=group['rows'])
+
+
+def gather_computation(data_spec: Mapping[str, tf.TensorSpec]) -> tff.Computation:
+  """gather: (<P@SERVER, {I}@CLIENTS> -> {G}@CLIENTS), the module's layouts for `data_spec`."""
+  pool_type = tff.types.tensorflow_to_type(pool_spec(data_spec))
+  group_type = tff.types.tensorflow_to_type(positions_spec(data_spec))
+  gather = tff.tensorflow.computation(gather_group, pool_type, group_type)
+
+  @tff.federated_computation(tff.FederatedType(pool_type, tff.SERVER),
+                             tff.FederatedType(group_type, tff.CLIENTS))
+  def gather_groups(pool, groups):
+    return tff.federated_map(gather, (tff.federated_broadcast(pool), groups))
+
+  return gather_groups
+
+
+class DataPool:
+  """Which client arrays live on the worker, and each round's positions into them."""
+
+  def __init__(self, data_spec: Mapping[str, tf.TensorSpec], max_bytes: int = MAX_BYTES):
+    self.data_spec = self._spec = collections.OrderedDict(data_spec)
+    self._ragged = grouped.ragged_keys(self._spec)
+    self._max_bytes = max_bytes
+    self._pool: Dict[str, List[np.ndarray]] = {k: [] for k in self._spec}
+    self._start: Dict[tuple, Tuple[int, np.ndarray, np.ndarray]] = {}   # key -> start, array, rows
+    self._rows = {k: 0 for k in self._spec}
+    self._bytes = 0
+    self._seen: Dict[tuple, None] = {}   # keys of arrays seen, oldest first
+    self._sent = False   # whether the worker has the pool yet
+
+  def _concat(self, key: str, parts: List[np.ndarray]) -> np.ndarray:
+    if parts:
+      return np.concatenate(parts)
+    spec = pool_spec(self._spec)[key]
+    return np.zeros([0, *spec.shape[1:]], spec.dtype.as_numpy_dtype)
+
+  def _rows_of(self, key: str, value) -> np.ndarray:
+    """`value` of `key` as the rows it adds to a group (module `grouped`'s layout)."""
+    rows = np.asarray(value, self._spec[key].dtype.as_numpy_dtype)
+    return rows if key in self._ragged else rows[np.newaxis]
+
+  def _key(self, key: str, value) -> tuple:
+    """`value`'s key: its data key, shape, dtype and a sample of its values."""
+    flat = np.asarray(value).reshape(-1)
+    sample = flat[::max(1, len(flat) // KEY_SAMPLES)]
+    return (key, np.shape(value), np.asarray(value).dtype.str, sample.tobytes())
+
+  def _pooled(self, key: str, value) -> Optional[int]:
+    """The first pool row of `value` (the same values pooled), or None."""
+    found = self._start.get(self._key(key, value))
+    if found is None:
+      return None
+    start, array, rows = found
+    if value is array or np.array_equal(rows, self._rows_of(key, value)):
+      return start
+    return None
+
+  def plan(self, groups: Sequence[Sequence[Mapping]]):
+    """(the pool to send, or None if the worker's is current; each group's I) for a round.
+
+    `groups` holds each group's clients' data (one mapping per client).
+    """
+    recurring = self._recurring(groups)
+    new_bytes = sum(self._rows_of(k, v).nbytes for k, v in recurring)
+    grows = (recurring and 4 * new_bytes >= self._bytes
+             and self._bytes + new_bytes <= self._max_bytes)
+    if grows:
+      for k, v in recurring:
+        self._pool[k].append(self._rows_of(k, v))
+        self._start[self._key(k, v)] = (self._rows[k], v, self._pool[k][-1])
+        self._rows[k] += len(self._pool[k][-1])
+      self._bytes += new_bytes
+    upload = None
+    if grows or not self._sent:
+      upload = collections.OrderedDict((k, self._concat(k, self._pool[k])) for k in self._spec)
+      self._sent = True
+    self._remember(groups)
+    return upload, [self._positions(g) for g in groups]
+
+  def _recurring(self, groups) -> List[Tuple[str, np.ndarray]]:
+    """The round's arrays seen in an earlier round and not pooled yet (each once)."""
+    out, taken = [], set()
+    for group in groups:
+      for client in group:
+        for k in self._spec:
+          v = client[k]
+          key = self._key(k, v)
+          if (key in self._seen and key not in self._start and key not in taken):
+            taken.add(key)
+            out.append((k, v))
+    return out
+
+  def _remember(self, groups) -> None:
+    for group in groups:
+      for client in group:
+        for k in self._spec:
+          key = self._key(k, client[k])
+          if key not in self._start:
+            self._seen.pop(key, None)
+            self._seen[key] = None   # the newest last
+    while len(self._seen) > MAX_SEEN:
+      del self._seen[next(iter(self._seen))]
+
+  def _positions(self, clients: Sequence[Mapping]) -> collections.OrderedDict:
+    """One group's I: its pooled rows by position, the others sent in `fresh`."""
+    fresh = collections.OrderedDict()
+    positions = collections.OrderedDict()
+    for k in self._spec:
+      parts, index, next_fresh = [], [], self._rows[k]
+      for c in clients:
+        rows = self._rows_of(k, c[k])
+        start = self._pooled(k, c[k])
+        if start is None:
+          start = next_fresh
+          next_fresh += len(rows)
+          parts.append(rows)
+        index.append(np.arange(start, start + len(rows), dtype=np.int32))
+      fresh[k] = self._concat(k, parts)
+      positions[k] = np.concatenate(index) if index else np.zeros([0], np.int32)
+    rows = np.array([[len(c[k]) for k in self._ragged] for c in clients], np.int32)
+    return collections.OrderedDict(fresh=fresh, positions=positions,
+                                   rows=rows.reshape(len(clients), len(self._ragged)))
