@@ -63,7 +63,8 @@ def test_plan_rebuilds_packed_groups_and_pools_recurring_arrays():
   assert [len(g['fresh']['x']) for g in positions] == [0]
 
 
-def test_plan_pools_by_content_never_values_that_change_and_stops_at_max_bytes():
+def test_plan_pools_by_content_never_values_that_change_and_stops_at_max_bytes(monkeypatch):
+  monkeypatch.setattr(resident_data, 'KEY_SAMPLES', 64)
   rng = np.random.default_rng(1)
   base = [_client(rng, 100) for _ in range(3)]   # keys sample every 3rd value of x
   copies = resident_data.DataPool(SPEC)
@@ -116,3 +117,26 @@ def test_pooled_resident_rounds_equal_packed_rounds(tff_context):
     results[pooled] = (state, out)
   for a, b in zip(tf.nest.flatten(results[False]), tf.nest.flatten(results[True])):
     np.testing.assert_array_equal(a, b)
+
+
+def test_arrays_whose_keys_collide_are_each_pooled_and_rebuilt(monkeypatch):
+  """Mostly-equal arrays (EMNIST query sets are mostly background) share a key;
+  each is still pooled and each group gets its own rows back."""
+  monkeypatch.setattr(resident_data, 'KEY_SAMPLES', 1)   # every x has the same key
+  rng = np.random.default_rng(2)
+  clients = []
+  for i in range(6):
+    c = _client(rng, 4)
+    c['x'][:] = 0.0
+    c['x'][1:, 0] = i + 1.0   # differs from the others only where the key does not look
+    clients.append(c)
+  data_pool = resident_data.DataPool(SPEC)
+  worker_pool = None
+  for r in range(3):
+    upload, positions = data_pool.plan(grouped.split_groups(clients, 3))
+    worker_pool = upload if upload is not None else worker_pool
+    _assert_groups_equal([_gather(worker_pool, g) for g in positions],
+                         grouped.pack_groups(clients, SPEC, 3))
+    if r > 0:   # every client's x pooled from the second round: none travel again
+      assert [len(g['fresh']['x']) for g in positions] == [0, 0]
+  assert len(worker_pool['x']) == 6 * 4

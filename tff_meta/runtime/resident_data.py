@@ -13,9 +13,11 @@ the data `grouped.pack_group` would have sent, so the round computes
 exactly what it computed before (`tests/runtime/test_resident_data.py`).
 
 Which arrays are pooled: an array joins the pool in a round where it is
-seen a second time, by content: its key (shape, dtype and a sample of its
-values) names a pooled array, and it is taken for it only if every value
-equals (or it is the very array pooled). So a client read on demand, whose
+seen a second time, by content: its key (shape, dtype and a strided sample
+of `KEY_SAMPLES` values) names the pooled arrays it may be, and it is taken
+for one of them only if it is that very array or every value equals. Keys
+may collide (EMNIST query sets are mostly background pixels, and a small
+sample of them is often all background), so a key holds a list of arrays. So a client read on demand, whose
 arrays are new objects every round, is pooled like one held in memory,
 while arrays whose values change every round (FedAvg's shuffled data,
 resampled support sets) only travel with their round, as before. The
@@ -45,8 +47,8 @@ from tff_meta.algorithms import grouped
 MAX_BYTES = 1 << 30
 # Keys of arrays seen and not pooled that are remembered (the oldest forgotten first).
 MAX_SEEN = 1 << 20
-# Values an array's key samples.
-KEY_SAMPLES = 64
+# Values an array's key samples (evenly strided).
+KEY_SAMPLES = 1024
 
 
 def pool_spec(data_spec: Mapping[str, tf.TensorSpec]) -> collections.OrderedDict:
@@ -102,7 +104,8 @@ class DataPool:
     self._ragged = grouped.ragged_keys(self._spec)
     self._max_bytes = max_bytes
     self._pool: Dict[str, List[np.ndarray]] = {k: [] for k in self._spec}
-    self._start: Dict[tuple, Tuple[int, np.ndarray, np.ndarray]] = {}   # key -> start, array, rows
+    # key -> the pooled arrays with that key, each as (first pool row, array, its rows)
+    self._start: Dict[tuple, List[Tuple[int, np.ndarray, np.ndarray]]] = {}
     self._rows = {k: 0 for k in self._spec}
     self._bytes = 0
     self._seen: Dict[tuple, None] = {}   # keys of arrays seen, oldest first
@@ -120,20 +123,27 @@ class DataPool:
     return rows if key in self._ragged else rows[np.newaxis]
 
   def _key(self, key: str, value) -> tuple:
-    """`value`'s key: its data key, shape, dtype and a sample of its values."""
+    """`value`'s key: its data key, shape, dtype and a strided sample of its values."""
     flat = np.asarray(value).reshape(-1)
     sample = flat[::max(1, len(flat) // KEY_SAMPLES)]
     return (key, np.shape(value), np.asarray(value).dtype.str, sample.tobytes())
 
+  def _find(self, entries, key: str, value):
+    """The entry of `entries` holding `value` (the very array, or equal values), or None."""
+    for entry in entries:
+      if entry[1] is value:
+        return entry
+    rows = None
+    for entry in entries:
+      rows = self._rows_of(key, value) if rows is None else rows
+      if np.array_equal(entry[2], rows):
+        return entry
+    return None
+
   def _pooled(self, key: str, value) -> Optional[int]:
     """The first pool row of `value` (the same values pooled), or None."""
-    found = self._start.get(self._key(key, value))
-    if found is None:
-      return None
-    start, array, rows = found
-    if value is array or np.array_equal(rows, self._rows_of(key, value)):
-      return start
-    return None
+    found = self._find(self._start.get(self._key(key, value), ()), key, value)
+    return None if found is None else found[0]
 
   def plan(self, groups: Sequence[Sequence[Mapping]]):
     """(the pool to send, or None if the worker's is current; each group's I) for a round.
@@ -141,13 +151,13 @@ class DataPool:
     `groups` holds each group's clients' data (one mapping per client).
     """
     recurring = self._recurring(groups)
-    new_bytes = sum(self._rows_of(k, v).nbytes for k, v in recurring)
+    new_bytes = sum(self._rows_of(k, v).nbytes for _, k, v in recurring)
     grows = (recurring and 4 * new_bytes >= self._bytes
              and self._bytes + new_bytes <= self._max_bytes)
     if grows:
-      for k, v in recurring:
+      for key, k, v in recurring:
         self._pool[k].append(self._rows_of(k, v))
-        self._start[self._key(k, v)] = (self._rows[k], v, self._pool[k][-1])
+        self._start.setdefault(key, []).append((self._rows[k], v, self._pool[k][-1]))
         self._rows[k] += len(self._pool[k][-1])
       self._bytes += new_bytes
     upload = None
@@ -157,17 +167,23 @@ class DataPool:
     self._remember(groups)
     return upload, [self._positions(g) for g in groups]
 
-  def _recurring(self, groups) -> List[Tuple[str, np.ndarray]]:
-    """The round's arrays seen in an earlier round and not pooled yet (each once)."""
-    out, taken = [], set()
+  def _recurring(self, groups) -> List[Tuple[tuple, str, np.ndarray]]:
+    """The round's arrays whose key was seen in an earlier round and that are not
+    pooled yet, each once, as (key, data key, array). A colliding key may pool an
+    array seen only once; that costs pool space, never a wrong row."""
+    out, taken = [], {}
     for group in groups:
       for client in group:
         for k in self._spec:
           v = client[k]
           key = self._key(k, v)
-          if (key in self._seen and key not in self._start and key not in taken):
-            taken.add(key)
-            out.append((k, v))
+          if key not in self._seen:
+            continue
+          entries = taken.setdefault(key, [])
+          if (self._find(self._start.get(key, ()), k, v) is None
+              and self._find(entries, k, v) is None):
+            entries.append((None, v, self._rows_of(k, v)))
+            out.append((key, k, v))
     return out
 
   def _remember(self, groups) -> None:
@@ -175,9 +191,8 @@ class DataPool:
       for client in group:
         for k in self._spec:
           key = self._key(k, client[k])
-          if key not in self._start:
-            self._seen.pop(key, None)
-            self._seen[key] = None   # the newest last
+          self._seen.pop(key, None)
+          self._seen[key] = None   # the newest last
     while len(self._seen) > MAX_SEEN:
       del self._seen[next(iter(self._seen))]
 
