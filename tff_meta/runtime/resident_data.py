@@ -29,7 +29,13 @@ Type signatures (P = the pool: per data key k, a tensor of rows [?, ...]
 of the group spec's k; I = a group's <fresh=P, positions=<k: int32[?]>,
 rows=int32[?,R]>, positions past the pool's rows index `fresh`; G = a
 group's data, `grouped.group_spec`):
-    gather: (<P@SERVER, {I}@CLIENTS> -> {G}@CLIENTS)
+    gather: (<P@CLIENTS, {I}@CLIENTS> -> {G}@CLIENTS)   # P all-equal at CLIENTS
+
+The pool is placed at CLIENTS (all-equal), not at SERVER: TFF's worker keeps
+SERVER and CLIENTS values in separate child executors, so a `federated_broadcast`
+of a SERVER value copies it from one to the other (serialized and parsed again)
+at every call, ~30 ms a round for 20 MB of EMNIST rows, more than the gather
+itself (docs/DECISIONS.md, "Client data kept on the worker").
 """
 
 from __future__ import annotations
@@ -83,15 +89,15 @@ def gather_group(pool, group):
 
 
 def gather_computation(data_spec: Mapping[str, tf.TensorSpec]) -> tff.Computation:
-  """gather: (<P@SERVER, {I}@CLIENTS> -> {G}@CLIENTS), the module's layouts for `data_spec`."""
+  """gather: (<P@CLIENTS, {I}@CLIENTS> -> {G}@CLIENTS), the module's layouts for `data_spec`."""
   pool_type = tff.types.tensorflow_to_type(pool_spec(data_spec))
   group_type = tff.types.tensorflow_to_type(positions_spec(data_spec))
   gather = tff.tensorflow.computation(gather_group, pool_type, group_type)
 
-  @tff.federated_computation(tff.FederatedType(pool_type, tff.SERVER),
+  @tff.federated_computation(tff.FederatedType(pool_type, tff.CLIENTS, all_equal=True),
                              tff.FederatedType(group_type, tff.CLIENTS))
   def gather_groups(pool, groups):
-    return tff.federated_map(gather, (tff.federated_broadcast(pool), groups))
+    return tff.federated_map(gather, (pool, groups))
 
   return gather_groups
 
@@ -110,6 +116,7 @@ class DataPool:
     self._bytes = 0
     self._seen: Dict[tuple, None] = {}   # keys of arrays seen, oldest first
     self._sent = False   # whether the worker has the pool yet
+    self._round_keys: Dict[int, tuple] = {}   # id -> (array, key) within a `plan`
 
   def _concat(self, key: str, parts: List[np.ndarray]) -> np.ndarray:
     if parts:
@@ -123,10 +130,16 @@ class DataPool:
     return rows if key in self._ragged else rows[np.newaxis]
 
   def _key(self, key: str, value) -> tuple:
-    """`value`'s key: its data key, shape, dtype and a strided sample of its values."""
+    """`value`'s key: its data key, shape, dtype and a strided sample of its values
+    (made once per array in a `plan`)."""
+    known = self._round_keys.get(id(value))
+    if known is not None and known[0] is value:
+      return known[1]
     flat = np.asarray(value).reshape(-1)
     sample = flat[::max(1, len(flat) // KEY_SAMPLES)]
-    return (key, np.shape(value), np.asarray(value).dtype.str, sample.tobytes())
+    made = (key, np.shape(value), np.asarray(value).dtype.str, sample.tobytes())
+    self._round_keys[id(value)] = (value, made)
+    return made
 
   def _find(self, entries, key: str, value):
     """The entry of `entries` holding `value` (the very array, or equal values), or None."""
@@ -150,6 +163,13 @@ class DataPool:
 
     `groups` holds each group's clients' data (one mapping per client).
     """
+    self._round_keys = {}
+    try:
+      return self._plan(groups)
+    finally:
+      self._round_keys = {}   # the round's arrays are not held past it
+
+  def _plan(self, groups):
     recurring = self._recurring(groups)
     new_bytes = sum(self._rows_of(k, v).nbytes for _, k, v in recurring)
     grows = (recurring and 4 * new_bytes >= self._bytes
