@@ -140,3 +140,11 @@ def test_arrays_whose_keys_collide_are_each_pooled_and_rebuilt(monkeypatch):
     if r > 0:   # every client's x pooled from the second round: none travel again
       assert [len(g['fresh']['x']) for g in positions] == [0, 0]
   assert len(worker_pool['x']) == 6 * 4
+
+
+def test_ranges_join_each_start_and_count():
+  expected = np.concatenate([np.arange(5, 8), np.arange(0, 0), np.arange(2, 4), np.arange(9, 10)])
+  got = resident_data._ranges([5, 7, 2, 9], [3, 0, 2, 1])   # pylint: disable=protected-access
+  np.testing.assert_array_equal(got, expected)
+  assert got.dtype == np.int32
+  assert resident_data._ranges([], []).shape == (0,)   # pylint: disable=protected-access

@@ -117,6 +117,7 @@ class DataPool:
     self._seen: Dict[tuple, None] = {}   # keys of arrays seen, oldest first
     self._sent = False   # whether the worker has the pool yet
     self._round_keys: Dict[int, tuple] = {}   # id -> (array, key) within a `plan`
+    self._pooled_keys: Dict[int, tuple] = {}  # id -> (array, key) of the pooled arrays (held)
 
   def _concat(self, key: str, parts: List[np.ndarray]) -> np.ndarray:
     if parts:
@@ -131,8 +132,9 @@ class DataPool:
 
   def _key(self, key: str, value) -> tuple:
     """`value`'s key: its data key, shape, dtype and a strided sample of its values
-    (made once per array in a `plan`)."""
-    known = self._round_keys.get(id(value))
+    (made once per array in a `plan`, and kept for the pooled arrays, which the
+    pool holds, so their ids stay theirs)."""
+    known = self._pooled_keys.get(id(value)) or self._round_keys.get(id(value))
     if known is not None and known[0] is value:
       return known[1]
     flat = np.asarray(value).reshape(-1)
@@ -178,6 +180,7 @@ class DataPool:
       for key, k, v in recurring:
         self._pool[k].append(self._rows_of(k, v))
         self._start.setdefault(key, []).append((self._rows[k], v, self._pool[k][-1]))
+        self._pooled_keys[id(v)] = (v, key)
         self._rows[k] += len(self._pool[k][-1])
       self._bytes += new_bytes
     upload = None
@@ -221,7 +224,7 @@ class DataPool:
     fresh = collections.OrderedDict()
     positions = collections.OrderedDict()
     for k in self._spec:
-      parts, index, next_fresh = [], [], self._rows[k]
+      parts, starts, counts, next_fresh = [], [], [], self._rows[k]
       for c in clients:
         rows = self._rows_of(k, c[k])
         start = self._pooled(k, c[k])
@@ -229,9 +232,19 @@ class DataPool:
           start = next_fresh
           next_fresh += len(rows)
           parts.append(rows)
-        index.append(np.arange(start, start + len(rows), dtype=np.int32))
+        starts.append(start)
+        counts.append(len(rows))
       fresh[k] = self._concat(k, parts)
-      positions[k] = np.concatenate(index) if index else np.zeros([0], np.int32)
+      positions[k] = _ranges(starts, counts)
     rows = np.array([[len(c[k]) for k in self._ragged] for c in clients], np.int32)
     return collections.OrderedDict(fresh=fresh, positions=positions,
                                    rows=rows.reshape(len(clients), len(self._ragged)))
+
+
+def _ranges(starts: Sequence[int], counts: Sequence[int]) -> np.ndarray:
+  """int32 [starts[0], ..., starts[0] + counts[0] - 1, starts[1], ...]: the ranges joined."""
+  counts = np.asarray(counts, np.int64)
+  total = int(counts.sum())
+  # Each position is its range's start plus its offset within the range.
+  offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+  return (np.repeat(np.asarray(starts, np.int64), counts) + offsets).astype(np.int32)
