@@ -17,10 +17,10 @@ disposed on the worker as soon as Python drops them
 pools materializes every call's result).
 
 With a `resident_data.DataPool` (a grouped process's rounds), the client
-data stay on the worker too: each round's data argument is built there by
-the pool's `gather` call from the arrays already sent and the round's row
-positions, and the runner takes each group's clients unpacked
-(`takes_client_groups`).
+data stay on the worker too: the round's call is `resident_data.pooled_next`,
+which builds `next`'s data argument on the worker from the arrays already
+sent (the pool) and the round's row positions, in the same call, and the
+runner takes each group's clients unpacked (`takes_client_groups`).
 
 Algorithms with per-client state (`algorithms/stateful.py`) pass the round's
 client states in and get them back every round, as they must: they live in
@@ -30,6 +30,7 @@ Type signatures of the calls (S = state, D = one client's data, M = metrics,
 C = one client's state):
     next: (<state=S@SERVER, client_data={D}@CLIENTS> -> <S@SERVER, M@SERVER>)
     next: (<S@SERVER, {C}@CLIENTS, {D}@CLIENTS> -> <S@SERVER, {C}@CLIENTS, M@SERVER>)
+    with a pool, the data {D}@CLIENTS given as <P@CLIENTS, {I}@CLIENTS> (`resident_data`)
 """
 
 from __future__ import annotations
@@ -83,16 +84,13 @@ class ResidentRounds(RoundRunner):
     self._executor = contexts.remote_executor(tff.framework.RemoteExecutorGrpcStub(self._channel))
     self._executor.set_cardinalities({tff.CLIENTS: num_clients})
     self._loop = LoopThread()
-    compiled = tff.backends.native.compiler.desugar_and_transform_to_native(process.next)
-    self._types = process.next.type_signature
-    self._fn = self._loop.run(self._executor.create_value(compiled, compiled.type_signature))
     self._pool = data_pool
     self.takes_client_groups = data_pool is not None
-    if data_pool is not None:
-      gather = resident_data.gather_computation(data_pool.data_spec)
-      self._gather_types = gather.type_signature
-      gather = tff.backends.native.compiler.desugar_and_transform_to_native(gather)
-      self._gather = self._loop.run(self._executor.create_value(gather, gather.type_signature))
+    round_fn = (process.next if data_pool is None
+                else resident_data.pooled_next(process.next, data_pool.data_spec))
+    compiled = tff.backends.native.compiler.desugar_and_transform_to_native(round_fn)
+    self._types = round_fn.type_signature
+    self._fn = self._loop.run(self._executor.create_value(compiled, compiled.type_signature))
     self._remote_pool = None
     self._remote_state = None
     self._returned = None   # the Python state this object last returned
@@ -101,21 +99,26 @@ class ResidentRounds(RoundRunner):
     if state is not self._returned or self._remote_state is None:
       self._remote_state = await self._executor.create_value(state, self._types.parameter[0])
     elements = list(tff.structure.iter_elements(self._types.parameter))
-    if len(inputs) != len(elements) - 1:
-      raise ValueError(f'process.next takes {len(elements) - 1} argument(s) after the state, '
-                       f'got {len(inputs)}.')
     values = [self._remote_state]
-    for i, (value, (_, value_type)) in enumerate(zip(inputs, elements[1:])):
-      value = list(value) if isinstance(value_type, tff.FederatedType) and \
-          value_type.placement is tff.CLIENTS else value
-      # The round's data (the last argument) in place or from the pool; the state and
-      # client states, small, through TFF's own serializer.
-      if i < len(inputs) - 1:
-        values.append(await self._executor.create_value(value, value_type))
-      elif self._pool is not None:
-        values.append(await self._pooled(value))
-      else:
-        values.append(await fast_values.create_value(self._executor, value, value_type))
+    # The state and client states, small, through TFF's own serializer; the round's data
+    # (the last input) in place, or as the pool and the groups' positions into it.
+    for value, (_, value_type) in zip(inputs[:-1], elements[1:]):
+      values.append(await self._executor.create_value(self._clients(value, value_type),
+                                                      value_type))
+    data, data_type = inputs[-1], elements[-1][1]
+    if self._pool is None:
+      values.append(await fast_values.create_value(
+          self._executor, self._clients(data, data_type), data_type))
+    else:
+      pool, positions = self._pool.plan(list(data))
+      pool_type, positions_type = elements[-2][1], elements[-1][1]
+      if pool is not None:
+        self._remote_pool = await fast_values.create_value(self._executor, pool, pool_type)
+      values += [self._remote_pool,
+                 await fast_values.create_value(self._executor, positions, positions_type)]
+    if len(values) != len(elements):
+      raise ValueError(f'The round takes {len(elements) - 1} argument(s) after the state, '
+                       f'got {len(inputs)}.')
     arg = await self._executor.create_struct(
         collections.OrderedDict(zip([name for name, _ in elements], values)))
     call = await self._executor.create_call(self._fn, arg)
@@ -126,16 +129,12 @@ class ResidentRounds(RoundRunner):
       outputs.append(tff.types.type_to_py_container(value, self._types.result[i]))
     return outputs
 
-  async def _pooled(self, groups):
-    """The round's data on the worker: the pool's `gather` of the groups' positions."""
-    pool, positions = self._pool.plan(groups)
-    pool_type, positions_type = list(self._gather_types.parameter)
-    if pool is not None:
-      self._remote_pool = await fast_values.create_value(self._executor, pool, pool_type)
-    arg = await self._executor.create_struct(collections.OrderedDict(
-        pool=self._remote_pool,
-        groups=await fast_values.create_value(self._executor, positions, positions_type)))
-    return await self._executor.create_call(self._gather, arg)
+  @staticmethod
+  def _clients(value, value_type):
+    """A CLIENTS-placed value as the list TFF's serializers take."""
+    if isinstance(value_type, tff.FederatedType) and value_type.placement is tff.CLIENTS:
+      return list(value)
+    return value
 
   async def _fetch(self):
     value = await self._remote_state.compute()
@@ -155,7 +154,7 @@ class ResidentRounds(RoundRunner):
     return RoundResult(state, metrics, new_client_states)
 
   def close(self) -> None:
-    self._remote_state = self._fn = self._remote_pool = self._gather = None
+    self._remote_state = self._fn = self._remote_pool = None
     self._executor.close()
     self._loop.close()
     self._channel.close()

@@ -102,6 +102,32 @@ def gather_computation(data_spec: Mapping[str, tf.TensorSpec]) -> tff.Computatio
   return gather_groups
 
 
+def pooled_next(next_fn: tff.Computation, data_spec: Mapping[str, tf.TensorSpec]
+                ) -> tff.Computation:
+  """`next_fn` (a grouped round, its data last) with its data gathered from the pool.
+
+      (<S@SERVER, [{C*}@CLIENTS,] P@CLIENTS, {I}@CLIENTS> -> next_fn's result)
+
+  One call a round, the gather inside it: `next_fn` itself, its type signature
+  and its results are unchanged; only how its data argument is made.
+  """
+  gather = gather_computation(data_spec)
+  pool_type, positions_type = list(gather.type_signature.parameter)
+  leading = list(next_fn.type_signature.parameter)[:-1]
+  if len(leading) == 1:
+    @tff.federated_computation(leading[0], pool_type, positions_type)
+    def round_fn(state, pool, positions):
+      return next_fn(state, gather(pool, positions))
+  elif len(leading) == 2:
+    @tff.federated_computation(leading[0], leading[1], pool_type, positions_type)
+    def round_fn(state, client_states, pool, positions):   # pylint: disable=function-redefined
+      return next_fn(state, client_states, gather(pool, positions))
+  else:
+    raise ValueError(f'A round takes its state, [client states,] and data; '
+                     f'got {next_fn.type_signature.parameter}.')
+  return round_fn
+
+
 class DataPool:
   """Which client arrays live on the worker, and each round's positions into them."""
 
