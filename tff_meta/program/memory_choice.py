@@ -14,8 +14,11 @@ client receives (`params_type`). The constants are fitted to the peaks of the
 FEMNIST Table 2 cells with the bounded allocator settings
 (`runtime/workers.py`, `BOUNDED_MEMORY_ENV`; docs/runs/worker_memory):
 the state is held ~9 times at a round's peak (old and new state, the mean
-update, the optimizer's temporaries) and a client call ~4.5 times what it
-receives (its copy, the adapted and second-order tensors, its update).
+update, the optimizer's temporaries) and a client call ~4 times what it
+receives (its copy, the adapted and second-order tensors, its update; one
+more Meta-SGD call added 216 MB at 20% support), taken as 8 for the larger
+support sets of the 90% cells, whose second-order passes hold more
+activations, and the ~250 MB that one setting's peak varies between runs.
 
 `plan` turns the budget into the worker's `max_concurrent_calls` (only when the
 config leaves it at -1) and, when not even one call fits next to the resident
@@ -37,7 +40,7 @@ from tff_meta.runtime import workers
 
 RUNTIME_MB = 490.0   # TF and TFF in the worker, the evaluation's and the round's graphs
 STATE_COPIES = 9.0   # server states a round holds at its peak
-CALL_COPIES = 4.5    # a client call's peak, in multiples of what it receives
+CALL_COPIES = 8.0    # a client call's peak, in multiples of what it receives
 # The budget `worker_memory_mb = -1` stands for: on the machines that get the
 # bounded allocator settings (`workers.default_env`), none elsewhere.
 BOUNDED_BUDGET_MB = 2000.0
