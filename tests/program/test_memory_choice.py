@@ -34,25 +34,29 @@ def _plan(alg, budget, calls=-1, resident=True, clients=4):
 
 def test_estimate_by_hand():
   # FEMNIST CNN, Meta-SGD: state = theta + alpha + Adam's two slots of each (158.5 MB), a
-  # client gets theta + alpha (52.8 MB).
+  # client gets theta + alpha (52.8 MB): 490 + 9 x 158.5 = 1916.5 MB, calls of
+  # 8 x 52.8 = 422.4 MB: none fits in 2000 MB.
   base, call = memory_choice.estimate_mb(158_500_000, 52_800_000)
-  assert base == pytest.approx(490 + 9 * 158.5)   # 1916.5
-  assert call == pytest.approx(4.5 * 52.8)        # 237.6
+  assert base == pytest.approx(1916.5)
+  assert call == pytest.approx(422.4)
   assert memory_choice.calls_within(2000, 158_500_000, 52_800_000) == 0
   # MAML: theta + Adam (79.2 MB), a client gets theta (26.4 MB): 490 + 712.8 = 1202.8 MB,
-  # calls of 118.8 MB: (2000 - 1202.8) / 118.8 = 6.7 -> 6; (1500 - 1202.8) / 118.8 = 2.5 -> 2.
-  assert memory_choice.calls_within(2000, 79_200_000, 26_400_000) == 6
-  assert memory_choice.calls_within(1500, 79_200_000, 26_400_000) == 2
+  # calls of 211.2 MB: (2000 - 1202.8) / 211.2 = 3.8 -> 3; (1500 - 1202.8) / 211.2 = 1.4 -> 1.
+  assert memory_choice.calls_within(2000, 79_200_000, 26_400_000) == 3
+  assert memory_choice.calls_within(1500, 79_200_000, 26_400_000) == 1
+  # FedAvg: theta only (26.4 MB) on the server: 490 + 237.6 = 727.6 MB; (2000 - 727.6) /
+  # 211.2 = 6.0 -> 6.
+  assert memory_choice.calls_within(2000, 26_400_000, 26_400_000) == 6
 
 
 def test_plans(capsys):
-  maml, metasgd = _alg(79.2, 26.4), _alg(158.5, 52.8)
+  fedavg, maml, metasgd = _alg(26.4, 26.4), _alg(79.2, 26.4), _alg(158.5, 52.8)
   # All 4 calls fit: as asked, silently.
-  assert _plan(maml, 2000) == memory_choice.WorkerPlan(-1, True)
+  assert _plan(fedavg, 2000) == memory_choice.WorkerPlan(-1, True)
   assert capsys.readouterr().err == ''
-  # 2 fit.
-  assert _plan(maml, 1500) == memory_choice.WorkerPlan(2, True)
-  assert 'note: Alg: 2 client call(s) at once on the worker (worker_memory_mb: 1500 MB' in \
+  # 3 fit.
+  assert _plan(maml, 2000) == memory_choice.WorkerPlan(3, True)
+  assert 'note: Alg: 3 client call(s) at once on the worker (worker_memory_mb: 2000 MB' in \
       capsys.readouterr().err
   # Not one next to the resident state: the state is sent each round, one call at a time.
   assert _plan(metasgd, 2000) == memory_choice.WorkerPlan(1, False)
