@@ -4,6 +4,9 @@ r"""Peak memory of the TFF worker over the first rounds of whole training runs.
       --configs=configs/fedmeta/table2_femnist_p20_metasgd.toml --rounds=20 \
       --label=after --csv=docs/runs/worker_memory/peaks.csv
   python -m benchmarks.worker_memory ... --worker_env=TF_ONEDNN_USE_SYSTEM_ALLOCATOR=0 --label=before
+  python -m benchmarks.worker_memory ... --label=sized \
+      --train_flags=--worker_memory_mb=2000 \
+      --worker_env=TF_ONEDNN_USE_SYSTEM_ALLOCATOR=1,MALLOC_MMAP_THRESHOLD_=1048576
 
 Runs `programs.train` on each config for --rounds rounds (evaluating at round
 0 and at the last round, as a run does), one run at a time, and reads the
@@ -17,7 +20,9 @@ at start and end, the last round's train loss and the last test accuracy (to
 compare two settings' results) and the commit of --code_dir. --worker_env sets
 variables in the program's environment; `WorkerProcess` lets them win over its
 defaults (`runtime/workers.py`), so one code version measures both settings;
---code_dir=<another checkout> measures that checkout's code.
+--code_dir=<another checkout> measures that checkout's code. The third line
+measures the default of a machine with less than 16 GiB on a larger one: its
+allocator settings and its worker memory budget (`program/memory_choice.py`).
 """
 
 import csv

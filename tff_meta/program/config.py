@@ -84,6 +84,13 @@ class ExperimentConfig:
       'together, in the memory of all of them. A small bound caps the memory of rounds with '
       'many large clients (Shakespeare; benchmarks/config_cost.py).',
       Check('-1 (no bound) or >= 1', lambda v: v == -1 or v >= 1))
+  worker_memory_mb: float = field(
+      -1.0, 'Memory budget of each local TFF worker in MB, from which a run with '
+      'max_concurrent_calls = -1 sizes the client calls the worker runs at once and, if not '
+      'even one fits next to the resident server state, sends the state each round '
+      '(program/memory_choice.py; same results). -1 = 2000 on machines with less than 16 GiB '
+      'of memory, no budget elsewhere; 0 = no budget.',
+      Check('-1 (the default for this machine), 0 (no budget) or > 0', lambda v: v == -1 or v >= 0))
   # Differential privacy and secure aggregation of the update (tff_meta/program/privacy.py).
   dp_noise_multiplier: float = field(
       0.0, 'Differential privacy: noise multiplier z; the sum of clipped updates gets '
@@ -145,9 +152,11 @@ class ExperimentConfig:
 # Resuming into a run folder (`resume.check_resume`): keys that change how a run executes,
 # not what it computes (same results, docs/CONFIG.md), may differ from the saved config.toml.
 # Every other key, a new one included, must be equal. `data.cache_mb` sizes the cache of
-# clients read on demand (the same arrays whatever its size).
+# clients read on demand (the same arrays whatever its size), `worker_memory_mb` the worker's
+# calls at once and whether the state stays on it (the same results).
 EXECUTION_ONLY = frozenset({'name', 'output_dir', 'checkpoint_every',
-                            'resident_state', 'max_concurrent_calls', 'data.cache_mb'})
+                            'resident_state', 'max_concurrent_calls', 'worker_memory_mb',
+                            'data.cache_mb'})
 # Keys a run's config.toml holds that the run itself does not read: `algorithms` lists the
 # methods of programs.compare (a folder holds one of them), and `method_hparams`, which
 # `for_algorithm` has applied to [hparams] (compared).

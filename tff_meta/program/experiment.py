@@ -19,7 +19,7 @@ from tff_meta.data import FederatedDataset, load_dataset, protocol
 from tff_meta.models import MODELS, ModelSpec, build_model_spec
 from tff_meta.core import config_file, run_folder
 from tff_meta.program import config as config_lib
-from tff_meta.program import privacy
+from tff_meta.program import memory_choice, privacy
 from tff_meta.core import files, logs
 from tff_meta.program import training_loop
 from tff_meta.runtime.pool import WorkerPool
@@ -108,14 +108,29 @@ def check_folder(cfg: config_lib.ExperimentConfig) -> None:
                           **config_lib.resume_rules())
 
 
+def worker_plan(cfg: config_lib.ExperimentConfig, alg) -> memory_choice.WorkerPlan:
+  """The local worker's calls at once and resident state for `alg` (`memory_choice.plan`)."""
+  return memory_choice.plan(alg, worker_memory_mb=cfg.worker_memory_mb,
+                            max_concurrent_calls=cfg.max_concurrent_calls,
+                            resident_state=cfg.resident_state,
+                            clients_per_round=cfg.clients_per_round)
+
+
 def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
         model: Optional[ModelSpec] = None, pool: Optional[WorkerPool] = None,
-        show_progress: bool = True) -> training_loop.RunResult:
+        show_progress: bool = True, alg=None,
+        plan: Optional[memory_choice.WorkerPlan] = None) -> training_loop.RunResult:
+  """Trains `cfg`; `alg` (built from `model` and `data` when None) and `plan` (the worker
+  plan the caller started `pool` with; `worker_plan` when this run starts its own worker,
+  the config's keys otherwise)."""
   cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir).validate()
   data = data or prepare_data(cfg)
   check_request(cfg, data)   # data built elsewhere too
   model = model or build_model(cfg, data)
-  alg = build_algorithm(cfg, model, data)
+  alg = alg or build_algorithm(cfg, model, data)
+  if plan is None:
+    plan = (worker_plan(cfg, alg) if pool is None else
+            memory_choice.WorkerPlan(cfg.max_concurrent_calls, cfg.resident_state))
   out = cfg.resolved_output_dir()
   saved = config_file.to_toml(cfg)
   # Another run's folder is refused unchanged; then one writer at a time, before its
@@ -127,6 +142,6 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
       final_eval_rounds=cfg.final_eval_rounds,
       clients_per_call=cfg.clients_per_call,
-      resident_state=cfg.resident_state, resample_support=cfg.resample_support,
-      pool=pool, max_concurrent_calls=cfg.max_concurrent_calls, show_progress=show_progress,
+      resident_state=plan.resident_state, resample_support=cfg.resample_support,
+      pool=pool, max_concurrent_calls=plan.max_concurrent_calls, show_progress=show_progress,
       on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE), saved))

@@ -13,7 +13,7 @@ from absl import flags
 
 from tff_meta.analysis import tables
 from tff_meta.program import config as config_lib
-from tff_meta.program import executor, experiment
+from tff_meta.program import executor, experiment, memory_choice
 from tff_meta.program import errors
 from tff_meta.core import files
 
@@ -37,8 +37,15 @@ def main(argv):
     errors.fail(e)
   data = experiment.prepare_data(cfg)   # bad data or model options stop here, before any write
   model = experiment.build_model(cfg, data)
+  cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir)
+  alg = experiment.build_algorithm(cfg, model, data)
+  # The worker's calls at once (and resident state) from its memory budget, for the workers
+  # this program starts; remote workers keep theirs.
+  plan = (experiment.worker_plan(cfg, alg) if FLAGS.executor != 'workers' else
+          memory_choice.WorkerPlan(cfg.max_concurrent_calls, cfg.resident_state))
   with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir(),
-                          max_concurrent_calls=cfg.max_concurrent_calls) as pool:
-    result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress)
+                          max_concurrent_calls=plan.max_concurrent_calls) as pool:
+    result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress,
+                            alg=alg, plan=plan)
   print(tables.format_table([result.row()]))
   print(f'\nOutputs in {result.output_dir}')
