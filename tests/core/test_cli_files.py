@@ -52,6 +52,22 @@ def test_interrupt(capsys, monkeypatch, tmp_path):
   assert code == cli.INTERRUPTED_EXIT_CODE and err.startswith('error: interrupted')
 
 
+def test_an_error_after_sigterm_is_reported_as_the_termination_once(capsys, monkeypatch,
+                                                                     tmp_path):
+  """The stopped workers' error on the way out (here a user error) is not what ended the run."""
+  import threading   # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(cli, 'TERMINATING', threading.Event())
+  monkeypatch.setattr(cli, '_TERMINATION_REPORTED', threading.Event())
+  cli.TERMINATING.set()
+  code, err = _end(_raise(BadInput('TFF worker(s) stopped answering')), capsys, monkeypatch,
+                   tmp_path)
+  assert code == cli.TERMINATED_EXIT_CODE and err.startswith('error: terminated (SIGTERM)')
+  assert err.count('\n') == 1
+  with pytest.raises(SystemExit) as e:   # the SIGTERM handler's own report comes after: silent
+    cli.fail('terminated (SIGTERM).', cli.TERMINATED_EXIT_CODE)
+  assert e.value.code == cli.TERMINATED_EXIT_CODE and capsys.readouterr().err == ''
+
+
 def test_a_bug_is_an_internal_error_with_its_traceback_saved(capsys, monkeypatch, tmp_path):
   code, err = _end(_raise(ZeroDivisionError('boom')), capsys, monkeypatch, tmp_path)
   assert code == cli.INTERNAL_ERROR_EXIT_CODE

@@ -21,7 +21,8 @@ quieted (`logs.quiet`) before `main` runs. It ends the program this way:
   flag, stray arguments) prints `error: <absl's message>`, exit 1;
 - Ctrl-C prints `error: interrupted` with how to resume, exit 130; SIGTERM
   (a scheduler, `timeout`, `kill`) prints `error: terminated (SIGTERM)` with
-  the same hint, exit 143 (runtime.workers stops the TFF workers first). If
+  the same hint, exit 143 (runtime.workers stops the TFF workers first, and an
+  error a stopped worker causes on the way out is reported as the termination). If
   the normal exit has not ended the process within TERM_GRACE_S seconds (a
   TFF call left in flight can leave a thread that interpreter shutdown waits
   on forever), it ends with `os._exit(143)`;
@@ -83,8 +84,21 @@ def one_line(message: object) -> str:
   return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 3] + '...'
 
 
+# Set as a SIGTERM's handling starts (runtime.workers' handler, which stops the TFF workers
+# before this module's runs, sets it first). An error those stopped workers then cause on the
+# way out (a call that lost its worker) is reported as the termination it is, once.
+TERMINATING = threading.Event()
+_TERMINATION_REPORTED = threading.Event()
+
+
 def fail(message: object, code: int = 1) -> NoReturn:
-  """Prints `error: <message>` on one line to stderr and exits with `code`."""
+  """Prints `error: <message>` on one line to stderr and exits with `code`; after a
+  SIGTERM (`TERMINATING`), `error: terminated (SIGTERM)` and its exit code instead."""
+  if TERMINATING.is_set():
+    if _TERMINATION_REPORTED.is_set():
+      sys.exit(TERMINATED_EXIT_CODE)
+    _TERMINATION_REPORTED.set()
+    message, code = f'terminated (SIGTERM). {RESUME_HINT}', TERMINATED_EXIT_CODE
   print(f'error: {one_line(message)}', file=sys.stderr, flush=True)
   sys.exit(code)
 
@@ -226,6 +240,7 @@ def parse_flags(argv):
 def _on_sigterm(signum, frame) -> NoReturn:
   del frame
   del signum   # installed for SIGTERM only
+  TERMINATING.set()
   timer = threading.Timer(TERM_GRACE_S, os._exit, (TERMINATED_EXIT_CODE,))  # pylint: disable=protected-access
   timer.daemon = True   # runs while interpreter shutdown waits for the other threads
   timer.start()

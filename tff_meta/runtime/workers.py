@@ -28,6 +28,7 @@ import grpc
 import portpicker
 import tensorflow_federated as tff
 
+from tff_meta.core import cli
 from tff_meta.runtime import netns, priority
 
 GRPC_OPTIONS = [('grpc.max_message_length', 2_000_000_000),
@@ -278,6 +279,7 @@ def _install_handlers() -> None:
   if threading.current_thread() is threading.main_thread() and previous != signal.SIG_IGN:
 
     def on_sigterm(signum, frame):
+      cli.TERMINATING.set()   # what the stopped workers' calls raise now is the termination
       stop_all_workers()
       if callable(previous):
         previous(signum, frame)
