@@ -17,10 +17,11 @@ seen a second time, by content: its key (shape, dtype and a strided sample
 of `KEY_SAMPLES` values) names the pooled arrays it may be, and it is taken
 for one of them only if it is that very array or every value equals. Keys
 may collide (EMNIST query sets are mostly background pixels, and a small
-sample of them is often all background), so a key holds a list of arrays. So a client read on demand, whose
-arrays are new objects every round, is pooled like one held in memory,
-while arrays whose values change every round (FedAvg's shuffled data,
-resampled support sets) only travel with their round, as before. The
+sample of them is often all background), so a key holds a list of arrays.
+So a client read on demand, whose arrays are new objects every round, is
+pooled like one held in memory, while arrays whose values change every
+round (FedAvg's shuffled data, resampled support sets) only travel with
+their round, as before. The
 pool is sent again whole when it grows, which happens when a round's
 recurring arrays amount to at least a quarter of it (so the resending adds
 up to a few times the pool); it stops growing at `max_bytes`.
