@@ -99,3 +99,13 @@ def test_the_least_memory_plan_gives_the_same_results():
     outputs.append([np.asarray(x) for x in tf.nest.flatten((state, metrics))])
   for a, b in zip(*outputs):
     np.testing.assert_array_equal(a, b)
+
+
+def test_only_a_worker_the_run_starts_is_sized():
+  """`experiment.worker_plan`: remote workers and a caller's pool keep the config's keys."""
+  from tff_meta.program import experiment   # pylint: disable=g-import-not-at-top
+  cfg = config_lib.ExperimentConfig(worker_memory_mb=2000, clients_per_round=4)
+  metasgd = _alg(158.5, 52.8)
+  assert experiment.worker_plan(cfg, metasgd) == memory_choice.WorkerPlan(1, False)
+  assert experiment.worker_plan(cfg, metasgd, sized=False) == memory_choice.WorkerPlan(
+      cfg.max_concurrent_calls, cfg.resident_state)

@@ -4,6 +4,7 @@ groups `grouped.pack_groups` sends, row for row, and rounds through it equal rou
 import collections
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests import helpers
@@ -148,3 +149,18 @@ def test_ranges_join_each_start_and_count():
   np.testing.assert_array_equal(got, expected)
   assert got.dtype == np.int32
   assert resident_data._ranges([], []).shape == (0,)   # pylint: disable=protected-access
+
+
+def test_a_round_with_the_wrong_inputs_is_refused_before_the_pool_plans(tff_context):
+  proc, _ = helpers.fedmeta_rounds('maml', 4)
+  clients = helpers.digits_protocol().train[:2]
+  data_pool = resident_data.DataPool(grouped_rounds.data_spec(proc))
+  runner = ResidentRounds(proc.grouped(), f'localhost:{tff_context.port}', 1, lambda r: False,
+                          data_pool=data_pool)
+  try:
+    batch = [client_data.round_data('episode', clients, 0, 1)]
+    with pytest.raises(ValueError, match='takes 1 argument'):
+      runner.next(proc.initialize(), 1, batch, client_states=[{}])   # a stateless process
+    assert not data_pool._seen   # pylint: disable=protected-access
+  finally:
+    runner.close()

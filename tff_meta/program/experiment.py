@@ -108,8 +108,12 @@ def check_folder(cfg: config_lib.ExperimentConfig) -> None:
                           **config_lib.resume_rules())
 
 
-def worker_plan(cfg: config_lib.ExperimentConfig, alg) -> memory_choice.WorkerPlan:
-  """The local worker's calls at once and resident state for `alg` (`memory_choice.plan`)."""
+def worker_plan(cfg: config_lib.ExperimentConfig, alg, sized: bool = True
+                ) -> memory_choice.WorkerPlan:
+  """The worker's calls at once and resident state for `alg`: sized by the memory budget
+  (`memory_choice.plan`) for a worker this run starts (`sized`), else the config's keys."""
+  if not sized:
+    return memory_choice.WorkerPlan(cfg.max_concurrent_calls, cfg.resident_state)
   return memory_choice.plan(alg, worker_memory_mb=cfg.worker_memory_mb,
                             max_concurrent_calls=cfg.max_concurrent_calls,
                             resident_state=cfg.resident_state,
@@ -128,9 +132,7 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
   check_request(cfg, data)   # data built elsewhere too
   model = model or build_model(cfg, data)
   alg = alg or build_algorithm(cfg, model, data)
-  if plan is None:
-    plan = (worker_plan(cfg, alg) if pool is None else
-            memory_choice.WorkerPlan(cfg.max_concurrent_calls, cfg.resident_state))
+  plan = plan or worker_plan(cfg, alg, sized=pool is None)
   out = cfg.resolved_output_dir()
   saved = config_file.to_toml(cfg)
   # Another run's folder is refused unchanged; then one writer at a time, before its

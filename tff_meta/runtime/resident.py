@@ -99,6 +99,10 @@ class ResidentRounds(RoundRunner):
     if state is not self._returned or self._remote_state is None:
       self._remote_state = await self._executor.create_value(state, self._types.parameter[0])
     elements = list(tff.structure.iter_elements(self._types.parameter))
+    takes = len(elements) - (2 if self._pool is not None else 1)   # the pool: two for the data
+    if len(inputs) != takes:
+      raise ValueError(f'process.next takes {takes} argument(s) after the state, '
+                       f'got {len(inputs)}.')
     values = [self._remote_state]
     # The state and client states, small, through TFF's own serializer; the round's data
     # (the last input) in place, or as the pool and the groups' positions into it.
@@ -116,9 +120,6 @@ class ResidentRounds(RoundRunner):
         self._remote_pool = await fast_values.create_value(self._executor, pool, pool_type)
       values += [self._remote_pool,
                  await fast_values.create_value(self._executor, positions, positions_type)]
-    if len(values) != len(elements):
-      raise ValueError(f'The round takes {len(elements) - 1} argument(s) after the state, '
-                       f'got {len(inputs)}.')
     arg = await self._executor.create_struct(
         collections.OrderedDict(zip([name for name, _ in elements], values)))
     call = await self._executor.create_call(self._fn, arg)

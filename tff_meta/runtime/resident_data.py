@@ -35,8 +35,8 @@ group's data, `grouped.group_spec`):
 The pool is placed at CLIENTS (all-equal), not at SERVER: TFF's worker keeps
 SERVER and CLIENTS values in separate child executors, so a `federated_broadcast`
 of a SERVER value copies it from one to the other (serialized and parsed again)
-at every call, ~30 ms a round for 20 MB of EMNIST rows, more than the gather
-itself (docs/DECISIONS.md, "Client data kept on the worker").
+at every call, several times the gather itself for 19 MB of EMNIST rows
+(`benchmarks/pool_placement.py`; docs/DECISIONS.md, "Client data kept on the worker").
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ class DataPool:
     self._seen: Dict[tuple, None] = {}   # keys of arrays seen, oldest first
     self._sent = False   # whether the worker has the pool yet
     self._round_keys: Dict[int, tuple] = {}   # id -> (array, key) within a `plan`
+    self._round_starts: Dict[int, int] = {}   # id -> first pool row, found within a `plan`
     self._pooled_keys: Dict[int, tuple] = {}  # id -> (array, key) of the pooled arrays (held)
 
   def _concat(self, key: str, parts: List[np.ndarray]) -> np.ndarray:
@@ -183,20 +184,27 @@ class DataPool:
     return None
 
   def _pooled(self, key: str, value) -> Optional[int]:
-    """The first pool row of `value` (the same values pooled), or None."""
+    """The first pool row of `value` (the same values pooled), or None; a row found is
+    kept for the rest of the `plan`, so equal values are compared once a round."""
+    start = self._round_starts.get(id(value))
+    if start is not None:
+      return start
     found = self._find(self._start.get(self._key(key, value), ()), key, value)
-    return None if found is None else found[0]
+    if found is None:
+      return None
+    self._round_starts[id(value)] = found[0]
+    return found[0]
 
   def plan(self, groups: Sequence[Sequence[Mapping]]):
     """(the pool to send, or None if the worker's is current; each group's I) for a round.
 
     `groups` holds each group's clients' data (one mapping per client).
     """
-    self._round_keys = {}
+    self._round_keys, self._round_starts = {}, {}
     try:
       return self._plan(groups)
     finally:
-      self._round_keys = {}   # the round's arrays are not held past it
+      self._round_keys, self._round_starts = {}, {}   # the round's arrays are not held past it
 
   def _plan(self, groups):
     recurring = self._recurring(groups)
@@ -230,8 +238,7 @@ class DataPool:
           if key not in self._seen:
             continue
           entries = taken.setdefault(key, [])
-          if (self._find(self._start.get(key, ()), k, v) is None
-              and self._find(entries, k, v) is None):
+          if self._pooled(k, v) is None and self._find(entries, k, v) is None:
             entries.append((None, v, self._rows_of(k, v)))
             out.append((key, k, v))
     return out

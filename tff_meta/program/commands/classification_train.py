@@ -13,7 +13,7 @@ from absl import flags
 
 from tff_meta.analysis import tables
 from tff_meta.program import config as config_lib
-from tff_meta.program import executor, experiment, memory_choice
+from tff_meta.program import executor, experiment
 from tff_meta.program import errors
 from tff_meta.core import files
 
@@ -41,8 +41,7 @@ def main(argv):
   alg = experiment.build_algorithm(cfg, model, data)
   # The worker's calls at once (and resident state) from its memory budget, for the workers
   # this program starts; remote workers keep theirs.
-  plan = (experiment.worker_plan(cfg, alg) if FLAGS.executor != 'workers' else
-          memory_choice.WorkerPlan(cfg.max_concurrent_calls, cfg.resident_state))
+  plan = experiment.worker_plan(cfg, alg, sized=FLAGS.executor != 'workers')
   with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir(),
                           max_concurrent_calls=plan.max_concurrent_calls) as pool:
     result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress,
