@@ -90,6 +90,15 @@ def build_algorithm(name: str, model, hparams: Hparams = HPARAMS):
   return ALGORITHMS.get(name)(model, hparams)
 
 
+def load_round(flag_values):
+  """(dataset, model, algorithm, one round's client data) from the shared flags:
+  `load_setup` with --clients clients, --algorithm, round 1's data."""
+  from tff_meta.data import client_data  # pylint: disable=g-import-not-at-top
+  ds, clients, model = load_setup(flag_values, flag_values.clients)
+  alg = build_algorithm(flag_values.algorithm, model)
+  return ds, model, alg, client_data.round_data(alg.train_data, clients, 0, 1)
+
+
 def plain_tf_round(proc, initial_state, batch):
   """One `tf.compat.v1` graph running the *same* round pieces as the TFF process
   (`proc.client_fn`, `client_update_fn`, `server_update_fn`), state in variables.

@@ -31,7 +31,6 @@ from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.data import client_data  # noqa: E402
 from tff_meta.core import logs
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.pool_resident import PoolResidentRounds  # noqa: E402
@@ -46,9 +45,7 @@ FLAGS = flags.FLAGS
 def main(argv):
   del argv
   logs.quiet()
-  ds, clients, model = common.load_setup(FLAGS, FLAGS.clients)
-  alg = common.build_algorithm(FLAGS.algorithm, model)
-  batch = client_data.round_data(alg.train_data, clients, 0, 1)
+  _, model, alg, batch = common.load_round(FLAGS)
   env = common.worker_env(FLAGS.worker_env)
   print(f'{alg.display_name}, {FLAGS.model} ({model.num_parameters:,} parameters), {FLAGS.clients} '
         f'clients x {FLAGS.examples} examples; median [min-max] of {FLAGS.rounds} rounds after '
