@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# FedMeta Table 2 on FEMNIST, every cell a real run at seeds 0, 1 and 2 (issue #65), at the
+# paper's protocol: 2,000 rounds, 4 clients a round, support and query sets drawn afresh each
+# round (Algorithm 1, line 13; `resample_support = true` in configs/fedmeta/table2_femnist_*).
+#
+# Run it from a worktree pinned to a tag, with the run folders outside the repository:
+#
+#   git worktree add ../tff_meta_<tag> <tag> && cd ../tff_meta_<tag> && make setup
+#   DATA=<folder of emnist_all.sqlite> OUT=<runs folder> \
+#     nohup research/queues/table2_femnist.sh > <runs folder>/queue.log 2>&1 &
+#   METHODS="metasgd" ... (the same from another tag's worktree, the same OUT)
+#
+# Cells, in order: the 20% column first (FedAvg, FedMeta(MAML)) for seeds 0, 1, 2, then MAML at
+# 50% and 90%, then FOMAML at 20% (Fig. 3's cost), each for the methods in METHODS.
+# FedAvg and FedAvg(Meta) train the same model (the paper's FedAvg(Meta) only fine-tunes at
+# test time; both read all of a training client's data), so FedAvg is trained once per seed,
+# at 20%, and that run is scored both ways at 20%, 50% and 90% (programs.evaluate
+# --finetune_epochs=0,1 --support_fraction=p re-splits the test writers as a run at p does).
+# Every other cell is scored at its own fraction. Scores: <OUT>/scores/p<support>/<cell>.json,
+# per test writer, for programs.report --scores.
+#
+# Resumable: start the same command again after a kill or a session's end. A cell resumes from
+# its last checkpoint (every 50 rounds: at most 50 rounds are lost); a trained cell (TRAINED)
+# only finishes its scoring; a scored cell (DONE) is skipped. A failed cell is logged and the
+# queue goes on.
+# At most SLOTS cells run at once over every queue that shares OUT (default 2, one a core):
+# a cell waits for a free slot (<OUT>/.slots/<n>, holding the queue's PID; a dead holder's
+# slot is taken over). Each queue runs SLOTS lanes; a cell is taken by one lane (<cell>.lock).
+# Everything runs at nice NICE (default 19; the TFF worker too: tff_meta/runtime/priority.py).
+set -u
+cd "$(dirname "$0")/../.."
+PY=${PY:-.venv/bin/python}
+OUT=${OUT:?set OUT to the runs folder, outside the repository}
+DATA=${DATA:?set DATA to the folder holding emnist_all.sqlite}
+METHODS=${METHODS:-"fedavg maml fomaml"}
+SEEDS=${SEEDS:-"0 1 2"}
+SLOTS=${SLOTS:-2}
+NICE=${NICE:-19}
+EXTRA=${EXTRA:-}   # more flags for every training, e.g. a smoke test's "--rounds=2 --eval_every=1"
+mkdir -p "$OUT/.slots"
+log() { echo "$(date -u +%FT%TZ) [lane $LANE] $*"; }
+
+alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
+take() {   # take <dir>: an atomic lock holding this lane's PID; a dead holder's lock is taken over
+  if mkdir "$1" 2>/dev/null; then echo "$OWNER" > "$1/pid"; return 0; fi
+  local holder; holder=$(cat "$1/pid" 2>/dev/null)
+  if [ -z "$holder" ] || ! alive "$holder"; then
+    rm -rf "$1"; mkdir "$1" 2>/dev/null && { echo "$OWNER" > "$1/pid"; return 0; }
+  fi
+  return 1
+}
+slot() {   # slot: waits for one of the SLOTS slots, prints its folder
+  while true; do
+    for n in $(seq 0 $((SLOTS - 1))); do
+      if take "$OUT/.slots/$n"; then echo "$OUT/.slots/$n"; return 0; fi
+    done
+    sleep 30
+  done
+}
+
+# cells: one line per cell, "<support> <seed> <method>", in the queue's order.
+cells() {
+  local seed support method
+  for seed in $SEEDS; do
+    for method in fedavg maml; do echo "20 $seed $method"; done
+  done
+  for support in 50 90; do for seed in $SEEDS; do echo "$support $seed maml"; done; done
+  for seed in $SEEDS; do echo "20 $seed fomaml"; done
+  for support in 20 50 90; do for seed in $SEEDS; do echo "$support $seed metasgd"; done; done
+}
+
+score() {   # score <run> <support> <output> [flags]: one programs.evaluate call, once
+  local run=$1 support=$2 out=$3; shift 3
+  [ -f "$out.json" ] && return 0
+  mkdir -p "$(dirname "$out")"
+  nice -n "$NICE" "$PY" -m programs.evaluate --run_dir="$run" --cache_dir="$DATA" \
+    --markdown=false --output="$out" \
+    --support_fraction="$(awk "BEGIN { print $support / 100 }")" "$@" > "$out.log" 2>&1
+}
+
+cell() {   # cell <support> <seed> <method>
+  local support=$1 seed=$2 method=$3
+  local name="table2_femnist_p${support}_${method}_seed${seed}"
+  local folder="$OUT/$name" status=0 s
+  [ -f "$folder/DONE" ] && return 0
+  take "$folder.lock" || return 0   # another lane has it
+  local held; held=$(slot)
+  if [ ! -f "$folder/TRAINED" ]; then
+    log "start $name"
+    nice -n "$NICE" "$PY" -m programs.train --progress=false --cache_dir="$DATA" \
+      --config="configs/fedmeta/table2_femnist_p${support}_${method}.toml" --seed="$seed" \
+      --output_dir="$folder" $EXTRA >> "$folder.log" 2>&1
+    status=$?
+    [ $status -eq 0 ] && touch "$folder/TRAINED"
+    log "trained $name (exit $status; $folder.log)"
+  fi
+  if [ $status -eq 0 ]; then
+    if [ "$method" = fedavg ]; then   # FedAvg (no fine-tuning) and FedAvg(Meta), every column
+      for s in 20 50 90; do
+        score "$folder" "$s" "$OUT/scores/p$s/$name" --finetune_epochs=0,1 || status=$?
+      done
+    else
+      score "$folder" "$support" "$OUT/scores/p$support/$name" || status=$?
+    fi
+    [ $status -eq 0 ] && touch "$folder/DONE"
+    log "scored $name (exit $status)"
+  fi
+  rm -rf "$held" "$folder.lock"
+}
+
+lane() {   # one lane: the cells in order, each one not done nor taken by another lane
+  local support seed method
+  OWNER=$BASHPID   # the PID that holds this lane's locks while it lives
+  cells | while read -r support seed method; do
+    case " $METHODS " in *" $method "*) cell "$support" "$seed" "$method" ;; esac
+  done
+  log "no cell left"
+}
+
+status() {   # the rounds each cell has logged, and its state
+  local support seed method name folder rounds state
+  cells | while read -r support seed method; do
+    name="table2_femnist_p${support}_${method}_seed${seed}"; folder="$OUT/$name"
+    [ -d "$folder" ] || continue
+    rounds=$(tail -n 1 "$folder/metrics.csv" 2>/dev/null | cut -d, -f1)
+    state=training; [ -f "$folder/TRAINED" ] && state=scoring; [ -f "$folder/DONE" ] && state=done
+    echo "$name: round ${rounds:-0}, $state"
+  done
+}
+if [ "${1:-}" = status ]; then status; exit 0; fi
+
+for LANE in $(seq 1 "$SLOTS"); do
+  lane &
+  sleep 5   # lanes start apart, so the first cells go in order
+done
+wait
