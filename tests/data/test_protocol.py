@@ -190,20 +190,20 @@ def test_a_support_fraction_that_leaves_a_client_empty_is_refused():
     protocol.support_query_split(ds.clients['c02'].take(np.arange(3)), 0.1, 0, 'c')
 
 
-def test_max_clients_draws_that_many_of_the_kept_clients_by_seed():
+def test_draw_clients_draws_that_many_of_the_kept_clients_by_seed():
   # 40 clients, 4 of them under min_samples: a file with more writers than the paper's.
   ds = _dataset([3] * 4 + [12] * 36)
   every = lambda d: _ids(d.train) | _ids(d.validation) | _ids(d.test)
-  a = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3, max_clients=20)
-  b = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3, max_clients=20)
-  c = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=4, max_clients=20)
+  a = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3, draw_clients_count=20)
+  b = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3, draw_clients_count=20)
+  c = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=4, draw_clients_count=20)
   assert len(every(a)) == 20 and every(a) == every(b) and every(a) != every(c)
   assert not every(a) & {'c00', 'c01', 'c02', 'c03'}   # drawn from the kept clients only
   assert (len(a.train), len(a.validation), len(a.test)) == (16, 2, 2)
   assert a.num_filtered == 4 and a.num_not_drawn == 16
-  assert '16 more not drawn (max_clients)' in a.summary()
-  # no more clients than max_clients: all of them, as without the option
-  d = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3, max_clients=36)
+  assert '16 more not drawn (draw_clients)' in a.summary()
+  # no more clients than draw_clients: all of them, as without the option
+  d = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3, draw_clients_count=36)
   e = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3)
   assert every(d) == every(e) and d.num_not_drawn == 0
   assert protocol.draw_clients(['b', 'a'], 0, 1) == ['a', 'b']

@@ -32,7 +32,7 @@ def test_table_for_digits():
   row = lines[3].split()
   # dataset clients samples classes / declared mean stdev min max
   assert row == ['digits', '100', '1,797', '10', '/', '10', '18.0', '0.5', '2', '2']
-  assert lines[4] == '0 of 100 clients left out (empty).'
+  assert lines[4] == '0 of 100 clients left out (empty); 100 kept.'
 
 
 def test_json_with_options_and_filter_matches_direct_computation():
@@ -101,7 +101,7 @@ def test_movielens_per_user_table_and_json(tmp_path):
   # dataset users ratings items rated / catalogue, ratings/user mean stdev min max, rating
   assert lines[3].split() == ['movielens100k', '2', '7', '3', '/', '3', '3.5', '0.5', '3', '4',
                               '3.43', '1.40']
-  assert lines[4] == '0 of 2 users left out (empty).'
+  assert lines[4] == '0 of 2 users left out (empty); 2 kept.'
   out = _run('--dataset=movielens', '--data_option', f'path={folder}', '--min_samples=4',
              '--format=json')
   assert out.returncode == 0, out.stderr
@@ -111,3 +111,37 @@ def test_movielens_per_user_table_and_json(tmp_path):
   assert got['rating_mean'] == pytest.approx(13 / 4)
   out = _run('--dataset=movielens', f'--data_option=path={tmp_path}/absent')
   assert out.returncode != 0 and 'u.data' in out.stderr and 'absent' in out.stderr
+
+
+def test_seeds_print_each_seeds_split_and_draw_clients_on_a_generated_emnist_file(tmp_path):
+  """A generated TFF-format EMNIST file of 40 writers (3 under k = 10): --seeds prints each
+  seed's train / validation / test writers, as a training run of that seed splits them, and
+  --draw_clients=20 draws 20 of the 37 kept by seed (the paper's 1,068 for a larger file)."""
+  from tests.data.sql_client_data import write_sql_client_data
+  from tff_meta.data import protocol
+  rng = np.random.default_rng(0)
+  sizes = {f'w{i:02d}': (4 if i < 3 else 12) for i in range(40)}
+  example = lambda n: {'label': rng.integers(0, 62, n).astype(np.int32),
+                       'pixels': rng.random((n, 28, 28)).astype(np.float32)}
+  write_sql_client_data(str(tmp_path / 'emnist_all.sqlite'), {
+      'all_train': {c: example(n - 2) for c, n in sizes.items()},
+      'all_test': {c: example(2) for c in sizes}})
+  out = _run('--dataset=emnist', f'--cache_dir={tmp_path}', '--min_samples=10', '--seeds=0,1')
+  assert out.returncode == 0, out.stderr
+  assert '3 of 40 clients left out (fewer than 10 samples); 37 kept.' in out.stdout
+  ds = load_dataset('emnist', cache_dir=str(tmp_path))
+  for seed in (0, 1):
+    data = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=seed)
+    test = ' '.join(c.client_id for c in data.test)
+    assert (f'seed {seed}: {len(data.train)} train / {len(data.validation)} validation / '
+            f'{len(data.test)} test clients; test: {test}') in out.stdout
+  out = _run('--dataset=emnist', f'--cache_dir={tmp_path}', '--min_samples=10', '--seeds=3',
+             '--draw_clients=20', '--format=json')
+  assert out.returncode == 0, out.stderr
+  got = json.loads(out.stdout)['seeds']['3']
+  data = protocol.prepare(ds, support_fraction=0.2, min_samples=10, seed=3, draw_clients_count=20)
+  assert got['train'] == [c.client_id for c in data.train]
+  assert got['test'] == [c.client_id for c in data.test] and got['not_drawn'] == 17
+  assert len(got['train'] + got['validation'] + got['test']) == 20
+  out = _run('--dataset=digits', '--seeds=x')
+  assert out.returncode != 0 and out.stderr.strip().splitlines()[-1].startswith('error: --seeds')

@@ -1,7 +1,7 @@
 """The FedMeta evaluation protocol (Chen et al. 2018, Sec. 4.1-4.2, Appendix A.2).
 
 1. Filter clients with fewer than k samples (k = 10 / 20 / 25 for FEMNIST /
-   Shakespeare / Sent140), counting them in the log. With `max_clients`, a
+   Shakespeare / Sent140), counting them in the log. With `draw_clients`, a
    file holding more clients than the paper's (FEMNIST: 1,068 writers,
    Table 1) gives that many of those kept, drawn by the seed.
 2. Split clients 80/10/10 into train / validation / test clients by a seed:
@@ -146,11 +146,11 @@ class ProtocolData:
   test: List[ClientSplit]
   dataset: FederatedDataset
   num_filtered: int
-  num_not_drawn: int = 0   # clients that passed the filter but were not drawn (max_clients)
+  num_not_drawn: int = 0   # clients that passed the filter but were not drawn (draw_clients)
 
   def summary(self) -> str:
     count = lambda cs: sum(len(c) for c in cs)
-    drawn = (f'; {self.num_not_drawn} more not drawn (max_clients)' if self.num_not_drawn
+    drawn = (f'; {self.num_not_drawn} more not drawn (draw_clients)' if self.num_not_drawn
              else '')
     return (f'{self.dataset.name}: {len(self.train)} train / {len(self.validation)} validation / '
             f'{len(self.test)} test clients ({count(self.train)} / {count(self.validation)} / '
@@ -264,14 +264,14 @@ def resample_split(split: ClientSplit, seed: int, round_num: int) -> ClientSplit
   return ClientSplit(split.client_id, arrays.take(support), arrays.take(query), split.holdout)
 
 
-def draw_clients(client_ids: Sequence[str], max_clients: int, seed: int) -> List[str]:
-  """`max_clients` of `client_ids` drawn by `seed` (all of them, sorted, when there are no
+def draw_clients(client_ids: Sequence[str], count: int, seed: int) -> List[str]:
+  """`count` of `client_ids` drawn by `seed` (all of them, sorted, when there are no
   more; 0 = all). The draw is independent of `split_clients`' permutation."""
   ids = sorted(client_ids)
-  if not max_clients or len(ids) <= max_clients:
+  if not count or len(ids) <= count:
     return ids
   rng = np.random.default_rng([int(seed), 1068])
-  return sorted(ids[i] for i in rng.choice(len(ids), size=int(max_clients), replace=False))
+  return sorted(ids[i] for i in rng.choice(len(ids), size=int(count), replace=False))
 
 
 def split_clients(client_ids: Sequence[str], fractions: Tuple[float, float, float],
@@ -303,9 +303,9 @@ def client_splits(dataset: FederatedDataset, client_ids: Sequence[str], plan: Sp
 
 def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: int = 2,
             client_split: Tuple[float, float, float] = (0.8, 0.1, 0.1), seed: int = 0,
-            known_test_fraction: float = 0.0, max_clients: int = 0) -> ProtocolData:
-  """Applies steps 1-3 of the protocol (see module docstring); `max_clients` > 0 keeps that
-  many of the clients that pass the filter, drawn by `seed` (`draw_clients`)."""
+            known_test_fraction: float = 0.0, draw_clients_count: int = 0) -> ProtocolData:
+  """Applies steps 1-3 of the protocol (see module docstring); `draw_clients_count` > 0 keeps
+  that many of the clients that pass the filter, drawn by `seed` (`draw_clients`)."""
   validate_fraction('support_fraction', support_fraction)
   if known_test_fraction:
     validate_fraction('known_test_fraction', known_test_fraction)
@@ -324,9 +324,9 @@ def prepare(dataset: FederatedDataset, *, support_fraction: float, min_samples: 
   if not kept:
     raise DataError(f'{dataset.name}: no client has >= {k} samples; lower min_samples.')
   not_drawn = 0
-  if max_clients and len(kept) > max_clients:
-    drawn = draw_clients(list(kept), max_clients, seed)
-    logging.info('Drew %d of the %d clients kept (max_clients, seed %d).', len(drawn),
+  if draw_clients_count and len(kept) > draw_clients_count:
+    drawn = draw_clients(list(kept), draw_clients_count, seed)
+    logging.info('Drew %d of the %d clients kept (draw_clients, seed %d).', len(drawn),
                  len(kept), seed)
     not_drawn = len(kept) - len(drawn)
     kept = {c: kept[c] for c in drawn}

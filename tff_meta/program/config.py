@@ -52,7 +52,7 @@ class ExperimentConfig:
       'client\'s data (FedAvg, ...).')
   min_samples: int = field(
       2, 'Clients with fewer samples are filtered out (FedMeta: 10/20/25).', at_least(0))
-  max_clients: int = field(
+  draw_clients: int = field(
       0, 'Keep at most N of the clients that pass min_samples, drawn by seed, before the '
       'client split (FedMeta Table 1: 1,068 FEMNIST writers, for files that hold more); '
       '0 = all.', at_least(0))

@@ -35,7 +35,7 @@ def prepare_data(cfg: config_lib.ExperimentConfig) -> protocol.ProtocolData:
   data = protocol.prepare(dataset, support_fraction=cfg.support_fraction,
                           min_samples=cfg.min_samples, client_split=cfg.client_split,
                           seed=cfg.seed, known_test_fraction=cfg.known_test_fraction,
-                          max_clients=cfg.max_clients)
+                          draw_clients_count=cfg.draw_clients)
   logging.info('%s', data.summary())
   check_request(cfg, data)
   return data
