@@ -47,10 +47,10 @@ FLAGS = flags.FLAGS
 
 
 def _mean_row(rows):
-  """Mean over seeds; accuracy_std is the spread across runs (the paper's ±)."""
+  """Mean over seeds; accuracy_std is the sample std across runs (ddof = 1, `tables.seed_std`)."""
   keys = [k for k in rows[0] if k != 'method']
   mean = {'method': rows[0]['method'], **{k: float(np.mean([r[k] for r in rows])) for k in keys}}
-  mean['accuracy_std'] = float(np.std([r['accuracy'] for r in rows]))
+  mean['accuracy_std'] = tables.seed_std([r['accuracy'] for r in rows])
   mean['seeds'] = len(rows)
   return mean
 

@@ -57,7 +57,7 @@ def test_per_seed_values_means_and_paired_difference_match_hand_computation(runs
   maml = rows['MAML']
   assert maml['per_seed'] == {0: 0.918, 1: 0.896, 2: 0.936}
   np.testing.assert_allclose(maml['rmse'], np.mean([0.918, 0.896, 0.936]))
-  np.testing.assert_allclose(maml['rmse_std'], np.std([0.918, 0.896, 0.936]))
+  np.testing.assert_allclose(maml['rmse_std'], np.std([0.918, 0.896, 0.936], ddof=1))
   d = np.array([0.918 - 0.917, 0.896 - 0.898, 0.936 - 0.939])
   np.testing.assert_allclose(maml['vs_reference'], d.mean())
   np.testing.assert_allclose(maml['vs_reference_ci95'],

@@ -125,8 +125,8 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
     pooled = np.concatenate([res[alg, s]['test_client_accuracies'] for s in SEEDS])
     row = rows[name]
     assert row['Runs'] == '2' and row['Rounds'] == '4'
-    assert row['Accuracy % (mean ± std)'] == f'{np.mean(accs):.2f} ± {np.std(accs):.2f}'
-    assert pivot[name][SETTING] == f'{np.mean(accs):.2f} ± {np.std(accs):.2f} (2)'
+    assert row['Accuracy % (mean ± std)'] == f'{np.mean(accs):.2f} ± {np.std(accs, ddof=1):.2f}'
+    assert pivot[name][SETTING] == f'{np.mean(accs):.2f} ± {np.std(accs, ddof=1):.2f} (2)'
     assert row['Client mean %'] == f'{100 * np.mean(pooled):.2f}'
     worst = np.sort(pooled)[:2]            # 20 test clients -> the worst 2
     assert row['Worst 10% of clients %'] == f'{100 * np.mean(worst):.2f}'

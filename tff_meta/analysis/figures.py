@@ -7,7 +7,9 @@
   the clients of all seeds pooled (Fig. 2, bottom row);
 - `plot_cost`: bars of the MB and client GFLOPs to reach the target accuracy
   (Fig. 3);
-- `plot_convergence`: the single-panel curve of `programs.compare`.
+- `plot_convergence`: the single-panel curve of `programs.compare`;
+- `plot_accuracy_by_epsilon`: accuracy against the privacy budget ε
+  (`research.privacy_curve`; `read_epsilon_rows` reads its CSV).
 
 matplotlib runs headless (Agg); PNGs are written atomically.
 """
@@ -89,9 +91,12 @@ def _linestyles(groups: Sequence[Group]) -> Dict[str, str]:
 
 
 def _save(fig, plt, path: str) -> None:
+  """Writes `fig` atomically; a PNG carries its picture data (`page_figures.picture_data`)."""
+  from tff_meta.analysis import page_figures  # pylint: disable=g-import-not-at-top
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  save_figure(fig, path, dpi=120)
+  png = path.lower().endswith('.png')
+  save_figure(fig, path, dpi=120, **({'metadata': page_figures.save_metadata(fig)} if png else {}))
   plt.close(fig)
 
 
@@ -101,7 +106,8 @@ def mean_curve(runs: Sequence[Run]) -> Dict[str, np.ndarray]:
   acc = np.array([[100 * {int(h['round']): h['test_accuracy'] for h in r.history}[k]
                    for k in common] for r in runs]).reshape(len(runs), len(common))
   mb = np.array([[r.cost_at(k)[0] / 1e6 for k in common] for r in runs]).reshape(acc.shape)
-  return dict(rounds=np.array(common), acc=acc.mean(0), acc_std=acc.std(0), mb=mb.mean(0))
+  std = acc.std(0, ddof=1) if len(runs) > 1 else np.zeros(len(common))   # tables.seed_std
+  return dict(rounds=np.array(common), acc=acc.mean(0), acc_std=std, mb=mb.mean(0))
 
 
 def plot_report_convergence(groups: Sequence[Group], path: str, x: str,
@@ -239,4 +245,43 @@ def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str,
   ax.set_title(title)
   ax.grid(alpha=0.3)
   ax.legend()
+  _save(fig, plt, path)
+
+
+def read_epsilon_rows(path: str) -> List[Dict[str, Any]]:
+  """A privacy_curve.csv (one row per method, ε and seed) -> per (method, target ε), in the
+  file's order: accuracy mean and sample std over seeds (`tables.seed_std`)."""
+  import csv  # pylint: disable=g-import-not-at-top
+  from tff_meta.analysis.tables import seed_std  # pylint: disable=g-import-not-at-top
+  cells: Dict[Any, List[float]] = {}
+  with open(path, newline='', encoding='utf-8') as f:
+    for row in csv.DictReader(f):
+      cells.setdefault((row['method'], float(row['target_epsilon'])), []).append(
+          float(row['accuracy']))
+  return [dict(method=m, target_epsilon=t, accuracy=float(np.mean(a)), accuracy_std=seed_std(a))
+          for (m, t), a in cells.items()]
+
+
+def plot_accuracy_by_epsilon(summary: Sequence[Mapping[str, Any]], path: str,
+                             title: str = '') -> None:
+  """Accuracy ± std against the target ε (log axis), one line per method; ε = ∞ is drawn at
+  the right edge."""
+  plt = _pyplot()
+  finite = sorted({s['target_epsilon'] for s in summary if not math.isinf(s['target_epsilon'])})
+  inf_x = (finite[-1] * 4) if finite else 1.0
+  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  for method in dict.fromkeys(s['method'] for s in summary):
+    points = sorted((inf_x if math.isinf(s['target_epsilon']) else s['target_epsilon'],
+                     s['accuracy'], s['accuracy_std']) for s in summary if s['method'] == method)
+    x, y, err = (np.array(v) for v in zip(*points))
+    ax.errorbar(x, y, yerr=err, marker='o', capsize=3, label=method)
+  ax.set_xscale('log')
+  ax.set_xticks(finite + [inf_x])
+  ax.set_xticklabels([f'{t:g}' for t in finite] + ['∞'])
+  ax.minorticks_off()
+  ax.set_xlabel('ε (user level, at the same δ)')
+  ax.set_ylabel('test accuracy (%), mean ± std over seeds')
+  ax.set_title(title, fontsize=9)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
   _save(fig, plt, path)

@@ -67,6 +67,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 
+from tff_meta.analysis import tables
 from tff_meta.core import files
 
 PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -85,7 +86,7 @@ def spread(values: Sequence[float], digits: int = 2) -> str:
   arr = np.asarray(values, np.float64)
   if len(arr) == 1:
     return f'{arr[0]:.{digits}f}'
-  return f'{arr.mean():.{digits}f} ± {arr.std(ddof=1):.{digits}f}'
+  return f'{arr.mean():.{digits}f} ± {tables.seed_std(arr):.{digits}f}'
 
 
 def _format(values: Dict[int, float], metric: str, digits: int) -> str:
