@@ -11,11 +11,14 @@
 - `plot_accuracy_by_epsilon`: accuracy against the privacy budget ε
   (`research.privacy_curve`; `read_epsilon_rows` reads its CSV).
 
-matplotlib runs headless (Agg); PNGs are written atomically.
+matplotlib runs headless (Agg); PNGs are written atomically, each with its picture
+data (`picture_data`: the series it plots) in a text chunk, so a page's figure can be
+checked against a redraw (`analysis.page_figures`) without comparing pixels.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -90,13 +93,51 @@ def _linestyles(groups: Sequence[Group]) -> Dict[str, str]:
   return method_linestyles(_method_order(groups))
 
 
+KEY = 'tff_meta picture data'   # the PNG text chunk's keyword
+
+
+def _round(values: Any) -> List[float]:
+  """Floats to 6 significant digits (a redraw's last bits may differ), nan kept as None."""
+  out = []
+  for v in np.asarray(values, np.float64).ravel():
+    out.append(None if not math.isfinite(v) else float(f'{v:.6g}'))
+  return out
+
+
+def picture_data(fig) -> Dict[str, Any]:
+  """The series a matplotlib figure plots: per visible panel, its title, axis labels, lines
+  (label, x, y) and bars (heights), in drawing order."""
+  panels = []
+  for ax in fig.axes:
+    if not ax.get_visible():
+      continue
+    lines = [{'label': str(line.get_label()), 'x': _round(line.get_xdata()),
+              'y': _round(line.get_ydata())} for line in ax.get_lines()]
+    bars = _round([p.get_height() for p in ax.patches if hasattr(p, 'get_height')])
+    panels.append({'title': ax.get_title(), 'xlabel': ax.get_xlabel(),
+                   'ylabel': ax.get_ylabel(), 'lines': lines, 'bars': bars})
+  return {'panels': panels}
+
+
+def save_metadata(fig) -> Dict[str, str]:
+  """savefig's `metadata` for a PNG: the picture data as one text chunk."""
+  return {KEY: json.dumps(picture_data(fig), sort_keys=True)}
+
+
+def read_picture_data(png: str) -> Dict[str, Any]:
+  """The picture data stored in `png`; {} when it has none (drawn before they were stored)."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  with Image.open(png) as image:
+    text = getattr(image, 'text', {}) or image.info
+    return json.loads(text[KEY]) if KEY in text else {}
+
+
 def _save(fig, plt, path: str) -> None:
-  """Writes `fig` atomically; a PNG carries its picture data (`page_figures.picture_data`)."""
-  from tff_meta.analysis import page_figures  # pylint: disable=g-import-not-at-top
+  """Writes `fig` atomically; a PNG carries its picture data (`picture_data`)."""
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
   png = path.lower().endswith('.png')
-  save_figure(fig, path, dpi=120, **({'metadata': page_figures.save_metadata(fig)} if png else {}))
+  save_figure(fig, path, dpi=120, **({'metadata': save_metadata(fig)} if png else {}))
   plt.close(fig)
 
 
@@ -229,6 +270,14 @@ def plot_cost(groups: Sequence[Group], rows: Sequence[Dict[str, Any]], path: str
                fontsize=10)
   _save(fig, plt, path)
   return True
+
+
+def mean_history(histories: Sequence[Sequence[Mapping[str, float]]]) -> List[Dict[str, float]]:
+  """Test accuracy averaged over runs (seeds) at the rounds every run evaluated."""
+  rounds = sorted(set.intersection(*[{h['round'] for h in hist} for hist in histories]))
+  by_round = [{h['round']: h for h in hist} for hist in histories]
+  return [{'round': r, 'test_accuracy': float(np.mean([b[r]['test_accuracy'] for b in by_round]))}
+          for r in rounds]
 
 
 def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str,

@@ -8,9 +8,9 @@ naming its kind (`FIGURES`), the run files it reads (paths from the
 repository, globs allowed; a kind that takes several sources separates them
 with commas inside one argument) and the PNG it draws. Every PNG the
 analysis code writes (`figures._save`) carries its picture data, the series
-it plots, in a PNG text chunk (`picture_data`): each panel's title and axis
-labels, and each line's label and points (errorbar and fill_between shapes
-included), each bar's height. A redraw from the cited runs that gives other
+it plots, in a PNG text chunk (`figures.picture_data`): each panel's title and
+axis labels, each line's label and points (errorbars' centres included), each
+bar's height. A redraw from the cited runs that gives other
 picture data means the figure is stale (tests/test_results_page.py), without
 comparing pixels, which differ by matplotlib version.
 """
@@ -18,53 +18,10 @@ comparing pixels, which differ by matplotlib version.
 from __future__ import annotations
 
 import glob
-import json
-import math
 import os
 import shutil
 import tempfile
 from typing import Any, Callable, Dict, List, Sequence
-
-import numpy as np
-
-KEY = 'tff_meta picture data'   # the PNG text chunk's keyword
-
-
-def _round(values: Any) -> List[float]:
-  """Floats to 6 significant digits (a redraw's last bits may differ), nan kept as None."""
-  out = []
-  for v in np.asarray(values, np.float64).ravel():
-    out.append(None if not math.isfinite(v) else float(f'{v:.6g}'))
-  return out
-
-
-def picture_data(fig) -> Dict[str, Any]:
-  """The series a matplotlib figure plots: per visible panel, its title, axis labels, lines
-  (label, x, y) and bars (heights), in drawing order."""
-  panels = []
-  for ax in fig.axes:
-    if not ax.get_visible():
-      continue
-    lines = [{'label': str(line.get_label()), 'x': _round(line.get_xdata()),
-              'y': _round(line.get_ydata())} for line in ax.get_lines()]
-    bars = _round([p.get_height() for p in ax.patches if hasattr(p, 'get_height')])
-    panels.append({'title': ax.get_title(), 'xlabel': ax.get_xlabel(),
-                   'ylabel': ax.get_ylabel(), 'lines': lines, 'bars': bars})
-  return {'panels': panels}
-
-
-def save_metadata(fig) -> Dict[str, str]:
-  """savefig's `metadata` for a PNG: the picture data as one text chunk."""
-  return {KEY: json.dumps(picture_data(fig), sort_keys=True)}
-
-
-def read_picture_data(png: str) -> Dict[str, Any]:
-  """The picture data stored in `png`; {} when it has none (drawn before they were stored)."""
-  from PIL import Image  # pylint: disable=g-import-not-at-top
-  with Image.open(png) as image:
-    text = getattr(image, 'text', {}) or image.info
-    return json.loads(text[KEY]) if KEY in text else {}
-
 
 def _paths(spec: str, repo: str) -> List[str]:
   """Comma-separated paths or globs (from `repo`) -> the existing paths, sorted."""
@@ -109,12 +66,25 @@ def _cost(paths: List[str], png: str, target: float) -> None:
   figures.plot_cost(found, [groups.group_stats(g, target) for g in found], png)
 
 
+def _compare(paths: List[str], png: str) -> None:
+  """Test accuracy against rounds per method, the mean over seeds at the rounds every seed
+  evaluated (programs.compare's convergence.png), from run folders without metrics.csv."""
+  from tff_meta.analysis import figures  # pylint: disable=g-import-not-at-top
+  from tff_meta.core import run_folder  # pylint: disable=g-import-not-at-top
+  by_method: Dict[str, List[List[Dict[str, float]]]] = {}
+  for folder in paths:
+    if os.path.exists(os.path.join(folder, run_folder.RESULTS_FILE)):
+      summary, history, _ = run_folder.read_results(folder)
+      by_method.setdefault(summary['method'], []).append(history)
+  figures.plot_convergence({m: figures.mean_history(h) for m, h in by_method.items()}, png)
+
+
 def _fewround(paths: List[str], png: str) -> None:
   """Few-round accuracy against R per setting and method (programs.report's
   accuracy_by_rounds.png)."""
   from tff_meta.analysis import fewround_figures, fewround_report as fr  # pylint: disable=g-import-not-at-top
   entries, _ = fr.group(fr.find_runs(paths))
-  rows = fr.entry_rows(entries, fr.REFERENCE) if hasattr(fr, 'REFERENCE') else fr.entry_rows(entries)
+  rows = fr.entry_rows(entries)
   with tempfile.TemporaryDirectory() as tmp:
     fewround_figures.plot(entries, rows, tmp)
     shutil.move(os.path.join(tmp, 'accuracy_by_rounds.png'), png)
@@ -137,7 +107,7 @@ FIGURES: Dict[str, Callable[[List[str], str], None]] = {
     'convergence': _convergence, 'fairness': _fairness,
     'cost_74': lambda paths, png: _cost(paths, png, 0.74),
     'cost_90': lambda paths, png: _cost(paths, png, 0.90),
-    'fewround': _fewround, 'scaling': _scaling, 'epsilon': _epsilon}
+    'fewround': _fewround, 'compare': _compare, 'scaling': _scaling, 'epsilon': _epsilon}
 
 
 def draw(kind: str, sources: Sequence[str], png: str, repo: str) -> None:
@@ -150,7 +120,8 @@ def draw(kind: str, sources: Sequence[str], png: str, repo: str) -> None:
 
 def redrawn(kind: str, sources: Sequence[str], png: str, repo: str) -> Dict[str, Any]:
   """The picture data of `png` drawn afresh into a temporary folder (the file is untouched)."""
+  from tff_meta.analysis import figures  # pylint: disable=g-import-not-at-top
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, os.path.basename(png))
     draw(kind, sources, os.path.relpath(out, repo), repo)
-    return read_picture_data(out)
+    return figures.read_picture_data(out)
