@@ -396,6 +396,7 @@ def test_long_run_pauses_unfinished_cells_and_resumes_them_on_another_machine(tm
   assert 'resume ' not in proc.stdout   # a copy at another length is another experiment
 
 
+@pytest.mark.slow   # its lanes start 5 s apart
 def test_fedec_queue_runs_every_method_of_the_config_at_three_seeds(tmp_path):
   """research/queues/fedec_femnist.sh: one programs.train per (seed, algorithm) of the FedEC
   config, into <OUT>/fedec_<config>/seed<s>/<algorithm>, the layout docs/RESULTS.md §4 reads."""
