@@ -47,19 +47,12 @@ FLAGS = flags.FLAGS
 
 
 def _mean_row(rows):
-  """Mean over seeds; accuracy_std is the spread across runs (the paper's ±)."""
+  """Mean over seeds; accuracy_std is the sample std across runs (ddof = 1, `tables.seed_std`)."""
   keys = [k for k in rows[0] if k != 'method']
   mean = {'method': rows[0]['method'], **{k: float(np.mean([r[k] for r in rows])) for k in keys}}
-  mean['accuracy_std'] = float(np.std([r['accuracy'] for r in rows]))
+  mean['accuracy_std'] = tables.seed_std([r['accuracy'] for r in rows])
   mean['seeds'] = len(rows)
   return mean
-
-
-def _mean_history(histories):
-  rounds = sorted(set.intersection(*[{h['round'] for h in hist} for hist in histories]))
-  by_round = [{h['round']: h for h in hist} for hist in histories]
-  return [{'round': r, 'test_accuracy': float(np.mean([b[r]['test_accuracy'] for b in by_round]))}
-          for r in rounds]
 
 
 def _add_paired(per_method, rows) -> None:
@@ -132,10 +125,10 @@ def main(argv):
         per_method[method].append(result)
   rows = [_mean_row([r.row() for r in results]) for results in per_method.values()]
   _add_paired(per_method, rows)
-  histories = {results[0].display_name: _mean_history([r.history for r in results])
+  histories = {results[0].display_name: figures.mean_history([r.history for r in results])
                for results in per_method.values()}
   table = tables.format_table(rows)
-  print(f'\nMean over seeds {seeds}; "±" is the std of accuracy across those runs.\n' + table)
+  print(f'\nMean over seeds {seeds}; "±" is the sample std (ddof = 1) of accuracy across those runs.\n' + table)
   reading = '\n'.join(line for line in (_reading(rows, seeds), _settings(cfg, per_method)) if line)
   print('\n' + reading)
   tables.write_csv(rows, os.path.join(out, 'comparison.csv'))

@@ -158,7 +158,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
                     epsilon=float(np.mean([float(r['epsilon']) for r in group])),
                     noise_multiplier=float(np.mean([float(r['noise_multiplier']) for r in group])),
                     clip=float(np.mean([float(r['clip']) for r in group])),
-                    accuracy=float(np.mean(acc)), accuracy_std=float(np.std(acc)),
+                    accuracy=float(np.mean(acc)), accuracy_std=tables.seed_std(acc),
                     seeds=len(group)))
   return out
 
@@ -185,29 +185,6 @@ def markdown(summary: Sequence[Mapping[str, Any]]) -> str:
 
 
 def plot(summary: Sequence[Mapping[str, Any]], path: str, title: str = '') -> None:
-  """Accuracy against epsilon (log axis), epsilon = inf drawn at the right edge; written atomically."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use('Agg')
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  from tff_meta.core import files  # pylint: disable=g-import-not-at-top
-  finite = sorted({s['target_epsilon'] for s in summary if not math.isinf(s['target_epsilon'])})
-  inf_x = (finite[-1] * 4) if finite else 1.0
-  fig, ax = plt.subplots(figsize=(6.4, 4.2))
-  for method in dict.fromkeys(s['method'] for s in summary):
-    points = sorted((inf_x if math.isinf(s['target_epsilon']) else s['target_epsilon'],
-                     s['accuracy'], s['accuracy_std']) for s in summary if s['method'] == method)
-    x, y, err = (np.array(v) for v in zip(*points))
-    ax.errorbar(x, y, yerr=err, marker='o', capsize=3, label=method)
-  ax.set_xscale('log')
-  ticks = finite + [inf_x]
-  ax.set_xticks(ticks)
-  ax.set_xticklabels([label(t) for t in finite] + ['∞'])
-  ax.minorticks_off()
-  ax.set_xlabel('ε (user level, at the same δ)')
-  ax.set_ylabel('test accuracy (%)')
-  ax.set_title(title, fontsize=9)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  files.save_figure(fig, path, dpi=120)
-  plt.close(fig)
+  """Accuracy against epsilon (`analysis.figures.plot_accuracy_by_epsilon`); written atomically."""
+  from tff_meta.analysis import figures  # pylint: disable=g-import-not-at-top
+  figures.plot_accuracy_by_epsilon(summary, path, title)

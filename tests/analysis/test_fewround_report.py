@@ -59,7 +59,7 @@ def test_seed_means_std_and_gain_match_hand_computation(runs):
   per_seed = [85.0, 80.0]   # means of the R = 3 episodes of seeds 0 and 1
   assert frl3['seeds'] == 2 and frl3['seed_list'] == '0 1'
   assert frl3['accuracy'] == pytest.approx(82.5)
-  assert frl3['std_over_seeds'] == pytest.approx(np.std(per_seed))   # ddof=0: 2.5
+  assert frl3['std_over_seeds'] == pytest.approx(np.std(per_seed, ddof=1))   # ddof=0 gives 2.5
   assert frl3['mean_ci95'] == pytest.approx(1.0)
   # gain R1 -> R3 per seed: 85 - 70 and 80 - 60; mean 17.5
   assert frl3['gain'] == pytest.approx(17.5)
@@ -184,7 +184,7 @@ def test_program_writes_the_report_and_the_figures(runs, tmp_path):
   proc = _program(f'--runs={runs}', f'--output_dir={out}')
   assert proc.returncode == 0, proc.stderr[-2000:]
   md = (out / 'report.md').read_text()
-  assert '| frl_distance_gpal | 0 1 | 65.00 ± 5.00 (CI ±1.00) | 82.50 ± 2.50 (CI ±1.00) |' in md
+  assert '| frl_distance_gpal | 0 1 | 65.00 ± 7.07 (CI ±1.00) | 82.50 ± 3.54 (CI ±1.00) |' in md
   assert '+6.25 (above in 1/2, below in 0/2)' in md
   assert (out / 'report.csv').exists() and (out / 'accuracy_by_rounds.png').stat().st_size > 0
   assert not (out / 'meta_training.png').exists()   # no method logged meta-training here

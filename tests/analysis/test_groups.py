@@ -29,12 +29,12 @@ def test_late_gain_skips_missing_values_and_needs_both_quarters():
   assert groups.late_gain(_run(0, [{'round': 10, 'test_accuracy': 0.5}])) is None
 
 
-def test_late_gain_row_averages_runs_with_ddof_0():
+def test_late_gain_row_averages_runs_with_ddof_1():
   flat = [{'round': r, 'validation_accuracy': 0.8} for r in (60, 100)]
   rising = [{'round': 60, 'validation_accuracy': 0.7}, {'round': 100, 'validation_accuracy': 0.9}]
   group = groups.Group(setting=Setting('digits', 'mlp', 0.2), algorithm='fedavg', method='FedAvg',
                        runs=[_run(0, flat), _run(1, rising)])
   row = groups.late_gain_row(group)
   assert row['runs'] == 2
-  assert row['last_quarter'] == pytest.approx(85.0) and row['last_quarter_std'] == pytest.approx(5.0)
-  assert row['late_gain'] == pytest.approx(10.0) and row['late_gain_std'] == pytest.approx(10.0)
+  assert row['last_quarter'] == pytest.approx(85.0) and row['last_quarter_std'] == pytest.approx(5.0 * 2 ** 0.5)
+  assert row['late_gain'] == pytest.approx(10.0) and row['late_gain_std'] == pytest.approx(10.0 * 2 ** 0.5)

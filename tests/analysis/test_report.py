@@ -125,8 +125,8 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
     pooled = np.concatenate([res[alg, s]['test_client_accuracies'] for s in SEEDS])
     row = rows[name]
     assert row['Runs'] == '2' and row['Rounds'] == '4'
-    assert row['Accuracy % (mean ± std)'] == f'{np.mean(accs):.2f} ± {np.std(accs):.2f}'
-    assert pivot[name][SETTING] == f'{np.mean(accs):.2f} ± {np.std(accs):.2f} (2)'
+    assert row['Accuracy % (mean ± std)'] == f'{np.mean(accs):.2f} ± {np.std(accs, ddof=1):.2f}'
+    assert pivot[name][SETTING] == f'{np.mean(accs):.2f} ± {np.std(accs, ddof=1):.2f} (2)'
     assert row['Client mean %'] == f'{100 * np.mean(pooled):.2f}'
     worst = np.sort(pooled)[:2]            # 20 test clients -> the worst 2
     assert row['Worst 10% of clients %'] == f'{100 * np.mean(worst):.2f}'
@@ -137,7 +137,7 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
       continue
     mb = [_bytes_through(runs_dir / f'seed{s}' / alg, k) / 1e6 for s, k in reached]
     mb_mean[alg] = np.mean(mb)
-    expect = _fmt(np.mean(mb)) + (f' ± {_fmt(np.std(mb))}' if len(mb) > 1 else '')
+    expect = _fmt(np.mean(mb)) + (f' ± {_fmt(np.std(mb, ddof=1))}' if len(mb) > 1 else '')
     expect += '' if len(reached) == 2 else ' (1/2 runs)'
     assert row[f'MB to {t}'] == expect
     flops = [_flops_through(runs_dir / f'seed{s}' / alg, k) for s, k in reached]
@@ -146,7 +146,7 @@ def test_report_tables_and_plots_match_the_run_files(runs_dir, tmp_path):
     else:
       gf = [f / 1e9 for f in flops]
       gf_mean[alg] = np.mean(gf)
-      expect = _fmt(np.mean(gf)) + (f' ± {_fmt(np.std(gf))}' if len(gf) > 1 else '')
+      expect = _fmt(np.mean(gf)) + (f' ± {_fmt(np.std(gf, ddof=1))}' if len(gf) > 1 else '')
       assert row[f'GFLOPs to {t}'] == expect + ('' if len(reached) == 2 else ' (1/2 runs)')
   assert all(_first_reaching(res['fedavg', s], target) is not None for s in SEEDS)
   ratio_col = f"FedAvg's MB / GFLOPs to {t} ÷ this"

@@ -48,7 +48,7 @@ def test_summary_by_hand(folder):
                         'FedMeta(MAML) (eval_inner_steps=5)']
   avg = rows['FedAvg']
   assert avg['seeds'] == [0, 1] and 'vs_diff' not in avg
-  assert avg['accuracy'] == pytest.approx(60.0) and avg['accuracy_std'] == pytest.approx(10.0)
+  assert avg['accuracy'] == pytest.approx(60.0) and avg['accuracy_std'] == pytest.approx(10.0 * 2 ** 0.5)
   assert avg['client_mean'] == pytest.approx(100 * np.mean([.4, .5, .6, .6, .7, .8]))
   # FedAvg(Meta) pairs with seed 0's FedAvg only: +10 points on every client, so a zero-width CI
   meta = rows['FedAvg(Meta)']

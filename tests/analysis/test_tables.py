@@ -36,3 +36,9 @@ def test_cost_and_percent_formats():
   assert tables.mean_pm_std(2.0, 0.5, 1) == '2' and tables.mean_pm_std(2.0, 0.5, 3) == '2 ± 0.5'
   assert tables.pct(12.5) == '12.50' and tables.pct(3.14159) == '3.14'
   assert tables.pct_label(0.74) == '74%' and tables.pct_label(None) == 'target'
+
+
+def test_seed_std_is_the_sample_std():
+  # (1, 2, 3): mean 2, squared deviations 1 + 0 + 1 over n - 1 = 2 -> 1.0 (ddof = 0 gives 0.816)
+  assert tables.seed_std([1.0, 2.0, 3.0]) == 1.0
+  assert tables.seed_std([96.0]) == 0.0

@@ -117,13 +117,13 @@ def test_summarize_means_and_stds_over_seeds_and_markdown():
   assert [(s['method'], s['target_epsilon']) for s in summary] == [('A', INF), ('A', 2.0),
                                                                    ('B', 2.0)]
   a_inf, a_2, b_2 = summary
-  assert a_inf['accuracy'] == 92.0 and a_inf['accuracy_std'] == 2.0 and a_inf['seeds'] == 2
-  assert a_2['epsilon'] == pytest.approx(1.95) and a_2['accuracy_std'] == 5.0
+  assert a_inf['accuracy'] == 92.0 and a_inf['accuracy_std'] == pytest.approx(2 * 2 ** 0.5) and a_inf['seeds'] == 2   # ddof = 1
+  assert a_2['epsilon'] == pytest.approx(1.95) and a_2['accuracy_std'] == pytest.approx(5 * 2 ** 0.5)
   assert b_2['clip'] == pytest.approx(0.3)
   table = curve.markdown(summary).splitlines()
   assert table[0] == '| Method | ε = 2 | ε = ∞ |'
-  assert table[2] == '| A | 55.00 ± 5.00 | 92.00 ± 2.00 |'
-  assert table[3] == '| B | 35.00 ± 5.00 |  |'
+  assert table[2] == '| A | 55.00 ± 7.07 | 92.00 ± 2.83 |'
+  assert table[3] == '| B | 35.00 ± 7.07 |  |'
   one_seed = curve.markdown(curve.summarize(rows[:1])).splitlines()
   assert one_seed[2] == '| A | 90.00 |'
 

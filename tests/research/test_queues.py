@@ -394,3 +394,34 @@ def test_long_run_pauses_unfinished_cells_and_resumes_them_on_another_machine(tm
                         cwd=tmp_path, env={**env, 'OUT': str(tmp_path / 'other'), 'EPISODES':
                                            '2000', 'PAUSED_RUNS': str(dest)}, check=True)
   assert 'resume ' not in proc.stdout   # a copy at another length is another experiment
+
+
+@pytest.mark.slow   # its lanes start 5 s apart
+def test_fedec_queue_runs_every_method_of_the_config_at_three_seeds(tmp_path):
+  """research/queues/fedec_femnist.sh: one programs.train per (seed, algorithm) of the FedEC
+  config, into <OUT>/fedec_<config>/seed<s>/<algorithm>, the layout docs/RESULTS.md §4 reads."""
+  out = tmp_path / 'out'
+  done = subprocess.run(['bash', os.path.join(ROOT, 'research/queues/fedec_femnist.sh')],
+                        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
+                        env={**os.environ, 'PY': 'echo', 'NICE': '0', 'OUT': str(out),
+                             'DATA': str(tmp_path / 'data')})
+  assert done.returncode == 0, done.stderr
+  root = out / 'fedec_femnist_150_3'
+  commands = [shlex.split(log.read_text()) for log in sorted(root.glob('seed*/*.log'))]
+  cfg = config_file.load_toml(os.path.join(ROOT, 'configs/fedec/femnist_150_3.toml'))
+  algorithms = set(cfg['algorithms'])
+  assert len(commands) == 3 * len(algorithms)
+  known = {*program_config.TOP_LEVEL, *program_config.HPARAMS, 'cache_dir', 'progress', 'config'}
+  cells = set()
+  for command in commands:
+    assert command[:2] == ['-m', 'programs.train'], command
+    flags = _flags(command[2:])
+    assert set(flags) <= known, set(flags) - known
+    assert flags['config'] == 'configs/fedec/femnist_150_3.toml'
+    assert flags['output_dir'] == str(root / f"seed{flags['seed']}" / flags['algorithm'])
+    cells.add((flags['seed'], flags['algorithm']))
+  assert cells == {(s, a) for s in '012' for a in algorithms}
+  status = subprocess.run(['bash', os.path.join(ROOT, 'research/queues/fedec_femnist.sh'),
+                           'status'], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, 'OUT': str(out)}, check=False)
+  assert status.returncode == 0 and 'seed0/fedec: ' in status.stdout, status

@@ -8,7 +8,7 @@ them and writes what a reader of Park et al. (2021) compares:
 
 - per setting (dataset, N-way, K clients, IID or not, examples per class,
   meta-training R, scored part) and method: accuracy after R = 1, 2, 3 as the
-  mean over seeds ± the std over seeds (ddof=0, as the FedMeta report), with
+  mean over seeds ± the sample std over seeds (ddof = 1, `tables.seed_std`), with
   the mean of the per-seed 95% CIs over test episodes (Table 1's "±"), and
   the gain from the smallest to the largest R (Table 3's question: does
   accuracy rise with rounds?);
@@ -45,6 +45,7 @@ from tff_meta.core import provenance, run_folder
 from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
 from tff_meta.analysis.fewround_figures import meta_training_markdown, plot
+from tff_meta.analysis import tables
 from tff_meta.analysis.tables import markdown_table, write_csv
 from tff_meta.core.files import write_text
 from tff_meta.core.run_folder import RESULTS_FILE, RunFolderError
@@ -230,7 +231,7 @@ def entry_rows(entries: Sequence[Entry], reference: str = REFERENCE) -> List[Dic
       cis = [100 * float(row['accuracy'][str(r)].get('ci95', float('nan'))) for _, row in e.members]
       row = dict(setting=e.setting.label, method=e.method, R=r, seeds=len(accs),
                  seed_list=' '.join(str(s) for s in e.seeds),
-                 accuracy=float(np.mean(accs)), std_over_seeds=float(np.std(accs)),
+                 accuracy=float(np.mean(accs)), std_over_seeds=tables.seed_std(accs),
                  mean_ci95=float(np.mean(cis)),
                  episodes=int(np.mean([len(row['accuracy'][str(r)]['per_episode'])
                                        for _, row in e.members])),
@@ -269,7 +270,7 @@ def _vs_cell(row: Dict[str, Any]) -> str:
 def markdown(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], reference: str) -> str:
   lines = ['# Few-round learning across seeds', '',
            'Accuracy % after R rounds of FL on test episodes of unseen classes: mean over seeds '
-           '± std over seeds (ddof=0), and in brackets the mean over seeds of the 95% CI over '
+           '± std over seeds (ddof = 1), and in brackets the mean over seeds of the 95% CI over '
            'test episodes. Gain: accuracy at this R minus at the smallest R tested, mean over '
            f'seeds. vs {reference}: the paired difference on the same seeded test episodes, '
            'mean over seeds, and in how many seeds its 95% CI lies wholly above / below zero.',

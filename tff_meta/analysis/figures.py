@@ -7,13 +7,18 @@
   the clients of all seeds pooled (Fig. 2, bottom row);
 - `plot_cost`: bars of the MB and client GFLOPs to reach the target accuracy
   (Fig. 3);
-- `plot_convergence`: the single-panel curve of `programs.compare`.
+- `plot_convergence`: the single-panel curve of `programs.compare`;
+- `plot_accuracy_by_epsilon`: accuracy against the privacy budget ε
+  (`research.privacy_curve`; `read_epsilon_rows` reads its CSV).
 
-matplotlib runs headless (Agg); PNGs are written atomically.
+matplotlib runs headless (Agg); PNGs are written atomically, each with its picture
+data (`picture_data`: the series it plots) in a text chunk, so a page's figure can be
+checked against a redraw (`analysis.page_figures`) without comparing pixels.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -88,10 +93,51 @@ def _linestyles(groups: Sequence[Group]) -> Dict[str, str]:
   return method_linestyles(_method_order(groups))
 
 
+KEY = 'tff_meta picture data'   # the PNG text chunk's keyword
+
+
+def _round(values: Any) -> List[float]:
+  """Floats to 6 significant digits (a redraw's last bits may differ), nan kept as None."""
+  out = []
+  for v in np.asarray(values, np.float64).ravel():
+    out.append(None if not math.isfinite(v) else float(f'{v:.6g}'))
+  return out
+
+
+def picture_data(fig) -> Dict[str, Any]:
+  """The series a matplotlib figure plots: per visible panel, its title, axis labels, lines
+  (label, x, y) and bars (heights), in drawing order."""
+  panels = []
+  for ax in fig.axes:
+    if not ax.get_visible():
+      continue
+    lines = [{'label': str(line.get_label()), 'x': _round(line.get_xdata()),
+              'y': _round(line.get_ydata())} for line in ax.get_lines()]
+    bars = _round([p.get_height() for p in ax.patches if hasattr(p, 'get_height')])
+    panels.append({'title': ax.get_title(), 'xlabel': ax.get_xlabel(),
+                   'ylabel': ax.get_ylabel(), 'lines': lines, 'bars': bars})
+  return {'panels': panels}
+
+
+def save_metadata(fig) -> Dict[str, str]:
+  """savefig's `metadata` for a PNG: the picture data as one text chunk."""
+  return {KEY: json.dumps(picture_data(fig), sort_keys=True)}
+
+
+def read_picture_data(png: str) -> Dict[str, Any]:
+  """The picture data stored in `png`; {} when it has none (drawn before they were stored)."""
+  from PIL import Image  # pylint: disable=g-import-not-at-top
+  with Image.open(png) as image:
+    text = getattr(image, 'text', {}) or image.info
+    return json.loads(text[KEY]) if KEY in text else {}
+
+
 def _save(fig, plt, path: str) -> None:
+  """Writes `fig` atomically; a PNG carries its picture data (`picture_data`)."""
   fig.tight_layout()
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  save_figure(fig, path, dpi=120)
+  png = path.lower().endswith('.png')
+  save_figure(fig, path, dpi=120, **({'metadata': save_metadata(fig)} if png else {}))
   plt.close(fig)
 
 
@@ -101,7 +147,8 @@ def mean_curve(runs: Sequence[Run]) -> Dict[str, np.ndarray]:
   acc = np.array([[100 * {int(h['round']): h['test_accuracy'] for h in r.history}[k]
                    for k in common] for r in runs]).reshape(len(runs), len(common))
   mb = np.array([[r.cost_at(k)[0] / 1e6 for k in common] for r in runs]).reshape(acc.shape)
-  return dict(rounds=np.array(common), acc=acc.mean(0), acc_std=acc.std(0), mb=mb.mean(0))
+  std = acc.std(0, ddof=1) if len(runs) > 1 else np.zeros(len(common))   # tables.seed_std
+  return dict(rounds=np.array(common), acc=acc.mean(0), acc_std=std, mb=mb.mean(0))
 
 
 def plot_report_convergence(groups: Sequence[Group], path: str, x: str,
@@ -225,6 +272,14 @@ def plot_cost(groups: Sequence[Group], rows: Sequence[Dict[str, Any]], path: str
   return True
 
 
+def mean_history(histories: Sequence[Sequence[Mapping[str, float]]]) -> List[Dict[str, float]]:
+  """Test accuracy averaged over runs (seeds) at the rounds every run evaluated."""
+  rounds = sorted(set.intersection(*[{h['round'] for h in hist} for hist in histories]))
+  by_round = [{h['round']: h for h in hist} for hist in histories]
+  return [{'round': r, 'test_accuracy': float(np.mean([b[r]['test_accuracy'] for b in by_round]))}
+          for r in rounds]
+
+
 def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str,
                      title: str = '') -> None:
   """Test accuracy (all query points) against rounds, one line per method."""
@@ -239,4 +294,43 @@ def plot_convergence(histories: Dict[str, List[Dict[str, float]]], path: str,
   ax.set_title(title)
   ax.grid(alpha=0.3)
   ax.legend()
+  _save(fig, plt, path)
+
+
+def read_epsilon_rows(path: str) -> List[Dict[str, Any]]:
+  """A privacy_curve.csv (one row per method, ε and seed) -> per (method, target ε), in the
+  file's order: accuracy mean and sample std over seeds (`tables.seed_std`)."""
+  import csv  # pylint: disable=g-import-not-at-top
+  from tff_meta.analysis.tables import seed_std  # pylint: disable=g-import-not-at-top
+  cells: Dict[Any, List[float]] = {}
+  with open(path, newline='', encoding='utf-8') as f:
+    for row in csv.DictReader(f):
+      cells.setdefault((row['method'], float(row['target_epsilon'])), []).append(
+          float(row['accuracy']))
+  return [dict(method=m, target_epsilon=t, accuracy=float(np.mean(a)), accuracy_std=seed_std(a))
+          for (m, t), a in cells.items()]
+
+
+def plot_accuracy_by_epsilon(summary: Sequence[Mapping[str, Any]], path: str,
+                             title: str = '') -> None:
+  """Accuracy ± std against the target ε (log axis), one line per method; ε = ∞ is drawn at
+  the right edge."""
+  plt = _pyplot()
+  finite = sorted({s['target_epsilon'] for s in summary if not math.isinf(s['target_epsilon'])})
+  inf_x = (finite[-1] * 4) if finite else 1.0
+  fig, ax = plt.subplots(figsize=(6.4, 4.2))
+  for method in dict.fromkeys(s['method'] for s in summary):
+    points = sorted((inf_x if math.isinf(s['target_epsilon']) else s['target_epsilon'],
+                     s['accuracy'], s['accuracy_std']) for s in summary if s['method'] == method)
+    x, y, err = (np.array(v) for v in zip(*points))
+    ax.errorbar(x, y, yerr=err, marker='o', capsize=3, label=method)
+  ax.set_xscale('log')
+  ax.set_xticks(finite + [inf_x])
+  ax.set_xticklabels([f'{t:g}' for t in finite] + ['∞'])
+  ax.minorticks_off()
+  ax.set_xlabel('ε (user level, at the same δ)')
+  ax.set_ylabel('test accuracy (%), mean ± std over seeds')
+  ax.set_title(title, fontsize=9)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
   _save(fig, plt, path)

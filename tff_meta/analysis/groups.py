@@ -2,7 +2,7 @@
 
 Runs are grouped by method (results.json's summary 'method') and setting
 (config's dataset, model and support_fraction); the runs of a group are its
-seeds, and a cell is their mean ± std (ddof=0), as in FedMeta Table 2. Runs of
+seeds, and a cell is their mean ± sample std (ddof = 1, `tables.seed_std`). Runs of
 one method and setting whose configs differ in anything else (rounds, hparams,
 clients per round, ...) are split into variants, named after the keys that
 differ, so that a sweep folder is never averaged as if it were seeds.
@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.analysis import variants
+from tff_meta.analysis import tables, variants
 from tff_meta.evaluation import fairness
 from tff_meta.core.run_folder import Run, RunFolderError, Setting
 
@@ -137,12 +137,11 @@ def target_for(setting: Setting, targets: Mapping[Optional[str], float]) -> Opti
 
 
 def _mean_std(values: Sequence[float]) -> Tuple[float, float]:
-  arr = np.asarray(values, np.float64)
-  return float(np.mean(arr)), float(np.std(arr))
+  return float(np.mean(values)), tables.seed_std(values)
 
 
 def group_stats(group: Group, target: Optional[float]) -> Dict[str, Any]:
-  """The numbers of one table row. Accuracies in percent; std over runs is ddof=0."""
+  """The numbers of one table row. Accuracies in percent; std over runs is ddof = 1."""
   runs = group.runs
   acc, acc_std = _mean_std([float(r.summary['accuracy']) for r in runs])
   pooled = pooled_client_accuracies(group)
@@ -189,7 +188,7 @@ def late_gain(run: Run, column: str = 'validation_accuracy') -> Optional[Tuple[f
 
 
 def late_gain_row(group: Group) -> Optional[Dict[str, Any]]:
-  """`late_gain` of a group's runs: the last quarter's level and gain, mean ± std (ddof=0)."""
+  """`late_gain` of a group's runs: the last quarter's level and gain, mean ± std (ddof = 1)."""
   gains = [g for g in (late_gain(r) for r in group.runs) if g is not None]
   if not gains:
     return None

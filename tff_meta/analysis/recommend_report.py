@@ -9,7 +9,7 @@ little when methods differ by less than the seeds' spread (docs/RESULTS.md).
   This module reads many run folders and writes, per setting (task, data,
 support fraction and sampling, scored users) and method:
 
-- each seed's RMSE, and every metric's mean ± std over seeds (ddof=0, as the
+- each seed's RMSE, and every metric's mean ± std over seeds (ddof = 1, as the
   other reports);
 - the paired difference of RMSE to a reference method (NN(pre-trained) by
   default: the method the paper's "Improvement" row compares MAML with) seed
@@ -49,7 +49,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.core import provenance
-from tff_meta.analysis import variants
+from tff_meta.analysis import tables, variants
 from tff_meta.analysis.groups import t_ci95
 from tff_meta.analysis.tables import markdown_table, write_csv
 from tff_meta.core.files import write_text
@@ -217,7 +217,7 @@ def entry_rows(entries: Sequence[Entry], reference: str = REFERENCE) -> List[Dic
       vals = list(e.values(key).values())
       if vals:
         row[key] = float(np.mean(vals))
-        row[f'{key}_std'] = float(np.std(vals))
+        row[f'{key}_std'] = tables.seed_std(vals)
     row['per_seed'] = {s: v for s, v in sorted(e.values(METRIC).items())}
     peers = [p for p in entries if p.setting == e.setting]
     row['lowest_on'] = sum(

@@ -169,7 +169,7 @@ def build_report(roots: Sequence[str], output_dir: str, target_accuracy: str = '
         f'{len({g.method for g in groups})} method(s) × {len(targets)} setting(s) '
         '(dataset, model, support fraction p). Written by `python -m programs.report`.', '',
         'Accuracy is over all query points of the test clients after the last round, in percent: '
-        'the mean ± std (ddof=0) over the runs (seeds) of a cell, as in FedMeta Table 2. '
+        'the mean ± sample std (ddof = 1) over the runs (seeds) of a cell. '
         '"Client mean" is the mean per-client accuracy and "worst 10%" the mean of the lowest '
         'ceil(10%) of clients, over the clients of all runs pooled (as in `fairness.md`). '
         'The cost columns are cumulative over '

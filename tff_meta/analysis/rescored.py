@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.analysis.groups import t_ci95
+from tff_meta.analysis import tables
 from tff_meta.analysis.tables import markdown_table, pct
 
 class ScoresError(ValueError):
@@ -133,7 +134,7 @@ def summarize(scores: Sequence[Score], reference: Optional[str] = 'FedAvg') -> L
   for method, group in by_method.items():
     acc = 100 * np.asarray([s.accuracy for s in group])
     row = dict(method=method, seeds=sorted(s.seed for s in group), accuracy=float(acc.mean()),
-               accuracy_std=float(acc.std()),
+               accuracy_std=tables.seed_std(acc),
                client_mean=float(100 * np.mean(np.concatenate([s.client_accuracies
                                                                for s in group]))))
     if reference in by_method and method != reference:

@@ -9,11 +9,14 @@ README's catalog (`tff_meta.catalog`) and the benchmarks' headers all go
 through it.
 `format_table` and `write_csv` write the one-row-per-run summary of
 `programs.train` and `programs.compare` (`RunResult.row()`).
+`seed_std` is the "±" over seeds of every table (sample std, ddof = 1).
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
 
 from tff_meta.core.files import atomic_open
 
@@ -70,6 +73,13 @@ def write_csv(rows: Sequence[Dict], path: str) -> None:
   import pandas as pd  # pylint: disable=g-import-not-at-top
   with atomic_open(path, 'w', newline='') as f:
     pd.DataFrame(list(rows)).to_csv(f, index=False)
+
+
+def seed_std(values: Sequence[float]) -> float:
+  """The spread over seeds (runs) that every table of the project prints after "±": the sample
+  standard deviation (ddof = 1); 0.0 for one value, which tables print without a "±"."""
+  arr = np.asarray(values, np.float64)
+  return float(arr.std(ddof=1)) if arr.size > 1 else 0.0
 
 
 def num(x: float) -> str:

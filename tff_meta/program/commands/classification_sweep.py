@@ -93,8 +93,9 @@ def main(argv):
       val, test = 100 * last.get('validation_accuracy', float('nan')), 100 * result.test.accuracy
       scores.setdefault(tag, []).append((val, test))
       print(f'{tag} seed {seed}: validation {val:.2f}%  test {test:.2f}%', flush=True)
-  rows = [(tag, np.mean([v for v, _ in s]), np.std([v for v, _ in s]),
-           np.mean([t for _, t in s]), np.std([t for _, t in s])) for tag, s in scores.items()]
+  rows = [(tag, np.mean([v for v, _ in s]), tables.seed_std([v for v, _ in s]),
+           np.mean([t for _, t in s]), tables.seed_std([t for _, t in s]))
+          for tag, s in scores.items()]
   best = max(rows, key=lambda r: r[1])[0]
   print(f'\n{algorithm} on {cfg.dataset}, {cfg.rounds} rounds, seeds {",".join(map(str, seeds))}; '
         'selected by mean validation accuracy (*)\n')
