@@ -77,6 +77,24 @@ def test_grouped_rounds_equal_one_client_per_call(tff_context, name):
   _check_rounds(alg, round_batch, clients_per_call=2)
 
 
+@pytest.mark.parametrize('name', ['fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd'])
+def test_one_group_of_the_papers_4_clients_is_bit_for_bit_one_client_per_call(tff_context, name):
+  """The default groups a round's 4 clients into one call (`runner_choice`); the group adds
+  its clients in order from zeros as TFF's sum does, so no FedMeta result moves."""
+  alg, round_batch = _setup(name, num_clients=4,
+                            hparams=dataclasses.replace(HPARAMS, weighting='num_examples'))
+  proc, spec = alg.process, tff_specs(alg.process)
+  state = grouped_state = proc.initialize()
+  for r in (1, 2):
+    batch = round_batch(r)
+    state, metrics = proc.next(state, batch)
+    grouped_state, grouped_metrics = proc.grouped().next(
+        grouped_state, grouped.pack_groups(batch, spec, 4))
+    for a, b in zip(tf.nest.flatten((state, metrics)),
+                    tf.nest.flatten((grouped_state, grouped_metrics))):
+      np.testing.assert_array_equal(a, b)
+
+
 OTHERS = sorted(set(ALGORITHMS.names()) - {'fedavg', 'fedmeta_maml', 'fedmeta_fomaml',
                                            'fedmeta_metasgd', 'scaffold'})
 

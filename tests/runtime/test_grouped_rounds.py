@@ -11,7 +11,7 @@ import tensorflow as tf
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.data import client_data
-from tff_meta.program.runner_choice import choose_runner, clients_per_call_for
+from tff_meta.program.runner_choice import POOL_MIN_CLIENTS, choose_runner, clients_per_call_for
 from tff_meta.runtime import fast_values
 from tff_meta.runtime.grouped_rounds import GroupedRounds
 from tff_meta.runtime.pool import WorkerPool
@@ -55,7 +55,22 @@ def test_grouped_runners_equal_process_next(tff_context, kind):
   assert isinstance(runner, GroupedRounds) and runner.clients_per_call == 2
   inner = {'resident': ResidentRounds, 'plain': PlainRounds}[kind]
   assert isinstance(runner._inner, inner)  # pylint: disable=protected-access
+  # Below POOL_MIN_CLIENTS a call's few clients travel with it: no data pool.
+  assert not getattr(runner._inner, 'takes_client_groups', False)  # pylint: disable=protected-access
   _run(runner, proc, round_batch, 3, expected)
+
+
+def test_default_groups_few_clients_and_pools_data_from_pool_min_clients(tff_context):
+  proc, round_batch = helpers.fedmeta_rounds('metasgd', 8)
+  alg = types.SimpleNamespace(display_name='Meta-SGD', stateful=False, process=proc)
+  pool = types.SimpleNamespace(addresses=[f'localhost:{tff_context.port}'])
+  for clients, pooled in ((4, False), (POOL_MIN_CLIENTS, True)):
+    runner = choose_runner(alg, pool, resident_state=True, num_clients=clients,
+                           round_batch=round_batch, needs_state=lambda r: True,
+                           clients_per_call=0)
+    with runner:
+      assert isinstance(runner, GroupedRounds) and runner.clients_per_call == clients
+      assert runner._inner.takes_client_groups == pooled  # pylint: disable=protected-access
 
 
 def test_grouped_pool_rounds_equal_process_next(tff_context):
@@ -107,9 +122,10 @@ def _alg(aggregator=None, steps_in_place=False):
 def test_clients_per_call_choice_and_notes(capsys):
   assert clients_per_call_for(_alg(), 1, 64, 1) == 1
   assert clients_per_call_for(_alg(), 0, 1, 1) == 1           # one client: nothing to group
-  assert clients_per_call_for(_alg(), 0, 7, 1) == 1           # below AUTO_MIN_CLIENTS
-  assert clients_per_call_for(_alg(), 0, 8, 1) == 8
-  assert clients_per_call_for(_alg(), 0, 14, 2) == 1          # 7 per worker
+  assert clients_per_call_for(_alg(), 0, 2, 1) == 2           # AUTO_MIN_CLIENTS
+  assert clients_per_call_for(_alg(), 0, 4, 1) == 4           # the papers' 4 clients a round
+  assert clients_per_call_for(_alg(), 0, 2, 2) == 1           # 1 per worker
+  assert clients_per_call_for(_alg(), 0, 14, 2) == 7          # 7 per worker
   assert clients_per_call_for(_alg(), 0, 15, 2) == 8          # 8 and 7
   assert clients_per_call_for(_alg(), 0, 64, 1) == 64
   assert clients_per_call_for(_alg(), 0, 64, 2) == 32         # one group per worker

@@ -79,7 +79,7 @@ class ExperimentConfig:
   clients_per_call: int = field(
       0, 'Clients run in one TFF call: k > 1 sends groups of at most k clients to each call '
       '(their client work in one TF graph, summed before the aggregation; same results as 1); '
-      '1 = one client per call; 0 (default) = one group per worker when a worker gets 8 or more '
+      '1 = one client per call; 0 (default) = one group per worker when a worker gets 2 or more '
       'clients per round. DP and secure aggregation always run one client per call.',
       at_least(0))
   max_concurrent_calls: int = field(

@@ -10,7 +10,7 @@ The config asks for `resident_state` (the default); the executor is the `WorkerP
 | any     | false          | `PlainRounds`        |
 
 With `clients_per_call` (0, the default: one group per worker once a worker
-gets 8 or more clients; k: groups of at most k) the chosen runner runs the
+gets 2 or more clients; k: groups of at most k) the chosen runner runs the
 process's grouped twin, wrapped in `grouped_rounds.GroupedRounds`: several
 clients per TFF call, the same results. DP and secure aggregation keep one
 client per call (each update is clipped and summed as its own record).
@@ -34,7 +34,11 @@ from tff_meta.runtime.resident_data import DataPool
 from tff_meta.runtime.rounds import NeedsState, PlainRounds, RoundRunner
 
 # clients_per_call = 0 groups a worker's clients into one call from this many on.
-AUTO_MIN_CLIENTS = 8
+AUTO_MIN_CLIENTS = 2
+# A resident grouped runner keeps the clients' data on the worker (`DataPool`)
+# from this many clients per call on; below it a round's few clients are sent
+# with it (docs/DECISIONS.md, "Several clients per TFF call").
+POOL_MIN_CLIENTS = 8
 
 
 def choose_runner(alg: Algorithm, pool: WorkerPool, *,
@@ -66,7 +70,7 @@ def choose_runner(alg: Algorithm, pool: WorkerPool, *,
     return build(alg.process, num_clients, round_batch)
   inner = build(alg.process.grouped(), grouped_rounds.num_groups(num_clients, k),
                 grouped_rounds.group_batches(alg.process, k, round_batch),
-                grouped_rounds.data_spec(alg.process))
+                grouped_rounds.data_spec(alg.process) if k >= POOL_MIN_CLIENTS else None)
   return grouped_rounds.GroupedRounds(alg.process, inner, k)
 
 
@@ -75,8 +79,8 @@ def clients_per_call_for(alg: Algorithm, clients_per_call: int, num_clients: int
   """The clients per TFF call a run takes (module docstring), with a note when it is grouped.
 
   0 (the default) groups each worker's share of the round's clients into one call
-  when that share has at least `AUTO_MIN_CLIENTS` clients (faster there,
-  docs/DECISIONS.md), unless the client work steps a fused Adam in place
+  when that share has at least `AUTO_MIN_CLIENTS` clients (faster from the
+  papers' 4 clients per round on, docs/DECISIONS.md), unless the client work steps a fused Adam in place
   (`process.steps_in_place`: FedAvg's default, slower in a group); DP and
   secure aggregation need one client per call.
   """
@@ -111,8 +115,9 @@ def _runner(alg: Algorithm, process, pool: WorkerPool, *,
             needs_state: NeedsState, data_spec=None) -> RoundRunner:
   """The runner of `process` (`alg.process` or its grouped twin) for `num_clients` values.
 
-  `data_spec` (one client's, for a grouped twin): a resident runner on one
-  worker keeps the clients' data there too (`resident_data.DataPool`).
+  `data_spec` (one client's, for a grouped twin of `POOL_MIN_CLIENTS` or more
+  clients per call): a resident runner on one worker keeps the clients' data
+  there too (`resident_data.DataPool`).
   """
   workers = len(pool.addresses)
   if alg.process.model_aggregator is not None:
