@@ -102,17 +102,15 @@ def feature_problem(x: np.ndarray, element_shape: Tuple[int, ...], dtype: Option
       return None
   elif x.dtype.kind != 'f' or (np.isfinite(lo) and np.isfinite(hi)):
     return None
-  if x.dtype.kind == 'f':
-    bad = ~np.isfinite(x)
-    if bad.any():
-      i = _first(bad)
-      value = x[i][bad[i]].flat[0]
-      at = tuple(int(k) for k in np.argwhere(bad[i])[0])
-      return f'example {i} has {value} at feature {at} (features must be finite)'
-  bad = (x < x_range[0]) | (x > x_range[1])
+  bad = ~np.isfinite(x) if x.dtype.kind == 'f' else np.zeros(x.shape, bool)
+  if x_range is not None:
+    with np.errstate(invalid='ignore'):
+      bad |= (x < x_range[0]) | (x > x_range[1])
   i = _first(bad)
-  value = x[i][bad[i]].flat[0]
   at = tuple(int(k) for k in np.argwhere(bad[i])[0])
+  value = x[i][at]
+  if not np.isfinite(value):
+    return f'example {i} has {value} at feature {at} (features must be finite)'
   return (f'example {i} has {value} at feature {at}, outside the format\'s range '
           f'[{x_range[0]:g}, {x_range[1]:g}]')
 
@@ -159,7 +157,7 @@ def _raise_or_drop(bad: Dict[str, Tuple[str, str]], drop_from: Callable[[List[st
   if left == 0:
     raise DataError(f'{source}: every one of the {len(bad)} {what} fails the data check, so '
                     f'{DROP_OPTION} leaves none; first: client {cid!r}: {problem}.')
-  logs.note(f'{source}: dropped {len(bad)} {what} that fail the data check ([data] '
+  logs.note(f'{source}: dropped {len(bad)} {what if len(bad) > 1 else what[:-1]} that fail the data check ([data] '
             f'{DROP_OPTION} = true), {left} left; first: client {cid!r}: {problem}.')
 
 
