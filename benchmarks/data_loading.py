@@ -128,7 +128,8 @@ def _check_cost():
   for cid in clients:
     arrays, t = _timed(lambda: clients[cid])   # pylint: disable=cell-var-from-loop
     read_s += t
-    problem, t = _timed(lambda: checks.client_problem(arrays, *spec))  # pylint: disable=cell-var-from-loop
+    problem, t = _timed(  # pylint: disable=cell-var-from-loop
+        lambda: checks.client_problem(arrays, *spec))
     check_s += t
     assert problem is None, (cid, problem)
   print(f'{len(clients)} clients, {dataset.num_examples} examples: index {load_s:.2f} s, reading '

@@ -32,7 +32,8 @@ from absl import flags  # noqa: E402
 
 from tff_meta.core import cli  # noqa: E402
 from tff_meta.runtime import cert_files, netns, tls  # noqa: E402
-from tff_meta.runtime.workers import PortInUseError, WorkerProcess, log_tail, port_in_use  # noqa: E402
+from tff_meta.runtime.workers import (PortInUseError, WorkerProcess, log_tail,  # noqa: E402
+                                      port_in_use)
 
 flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.', lower_bound=1,
                      upper_bound=65535)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.data.movielens_files import write_ml100k
-from tests.data.sql_client_data import write_sql_client_data
+from tests.data.sql_client_data import write_emnist_file
 from tff_meta.data import checks, load_dataset
 from tff_meta.data.types import ClientArrays, DataError, FederatedDataset
 
@@ -81,49 +81,36 @@ def test_clients_of_another_dtype_or_shape_fail():
 # --------------------------------------------------------------------------- TFF sqlite
 
 def _emnist_file(folder, bad_client=None, value=np.nan, label=None):
-  """An EMNIST-format file of 3 clients x 4 images; `bad_client`'s image 2 gets `value` at
-  pixel (5, 6), or label `label`."""
-  splits = {'all_train': {}, 'all_test': {}}
-  rng = np.random.default_rng(0)
-  for cid in ('w0', 'w1', 'w2'):
-    pixels = rng.uniform(0, 1, (4, 28, 28)).astype(np.float32)
-    labels = np.array([0, 1, 2, 3], np.int32)
-    if cid == bad_client:
-      if label is None:
-        pixels[2, 5, 6] = value
-      else:
-        labels[2] = label
-    splits['all_train'][cid] = {'pixels': pixels[:3], 'label': labels[:3]}
-    splits['all_test'][cid] = {'pixels': pixels[3:], 'label': labels[3:]}
-  os.makedirs(folder, exist_ok=True)
-  write_sql_client_data(os.path.join(folder, 'emnist_all.sqlite'), splits)
-  return str(folder)
+  """3 clients x 4 images; `bad_client`'s image 2 gets `value` at pixel (2, 2), or `label`."""
+  path = write_emnist_file(str(folder), 3, 4, bad_client, None if label is not None else value,
+                           label)
+  return os.path.dirname(path)
 
 
 @pytest.mark.parametrize('value', sorted(BAD_VALUES) + ['2.0'])
 def test_tff_sqlite_checks_a_client_when_it_is_first_read(tmp_path, value):
   number = BAD_VALUES.get(value, 2.0)
-  folder = _emnist_file(tmp_path / 'tff', 'w1', number)
+  folder = _emnist_file(tmp_path / 'tff', 'w01', number)
   ds = load_dataset('emnist', cache_dir=folder, download=False)   # only the index at start
-  assert ds.clients['w0'].x.shape == (4, 28, 28)
+  assert ds.clients['w00'].x.shape == (4, 28, 28)
   for _ in range(2):   # not cached: every read raises
     with pytest.raises(DataError) as e:
-      ds.clients['w1']
+      ds.clients['w01']
     message = str(e.value)
-    assert message.startswith(f"{folder}/emnist_all.sqlite: client 'w1': example 2 has "
-                              f'{np.float32(number)} at feature (5, 6)')
+    assert message.startswith(f"{folder}/emnist_all.sqlite: client 'w01': example 2 has "
+                              f'{np.float32(number)} at feature (2, 2)')
     assert ('outside the format\'s range [0, 1]' if value == '2.0' else
             'features must be finite') in message
   dropped = load_dataset('emnist', cache_dir=folder, download=False, drop_bad_clients=True)
-  assert list(dropped.clients) == ['w0', 'w2'] and dropped.num_examples == 8
+  assert list(dropped.clients) == ['w00', 'w02'] and dropped.num_examples == 8
 
 
 def test_tff_sqlite_label_out_of_range(tmp_path):
-  folder = _emnist_file(tmp_path / 'tff', 'w2', label=62)
+  folder = _emnist_file(tmp_path / 'tff', 'w02', label=62)
   ds = load_dataset('emnist', cache_dir=folder, download=False)
-  with pytest.raises(DataError, match="client 'w2': example 2 has label 62, outside the task's "
+  with pytest.raises(DataError, match="client 'w02': example 2 has label 62, outside the task's "
                      r'classes \[0, 62\)'):
-    ds.clients['w2']
+    ds.clients['w02']
 
 
 # --------------------------------------------------------------------------- LEAF JSON
@@ -212,7 +199,8 @@ def test_movielens_rating_not_finite_or_out_of_range(tmp_path, rating):
 
 
 def test_ratings_dataset_check():
-  from tff_meta.data.movielens import RatingsDataset, UserRatings  # pylint: disable=g-import-not-at-top
+  from tff_meta.data import movielens  # pylint: disable=g-import-not-at-top
+  RatingsDataset, UserRatings = movielens.RatingsDataset, movielens.UserRatings
   def user(ratings):
     n = len(ratings)
     return UserRatings({'item': np.arange(n, dtype=np.int32),

@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from tests.conftest import FIXTURES, REPO
+from tests.data.sql_client_data import write_emnist_file
 from tests.helpers import folder_held_by_another_run, program_env
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
@@ -278,27 +279,6 @@ def test_leaf_shard_with_a_nan_or_a_user_listed_twice(runner, tmp_path, twice):
           in proc.stderr)
 
 
-def _emnist_with(folder, bad_client, pixel=None, label=None):
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from tests.data.sql_client_data import write_sql_client_data  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(0)
-  splits = {'all_train': {}, 'all_test': {}}
-  for i in range(20):
-    cid = f'w{i:02d}'
-    px = rng.uniform(0, 1, (12, 28, 28)).astype(np.float32)
-    lb = rng.integers(0, 62, 12).astype(np.int32)
-    if cid == bad_client:
-      if pixel is not None:
-        px[5, 2, 2] = pixel
-      else:
-        lb[5] = label
-    splits['all_train'][cid] = {'pixels': px[:10], 'label': lb[:10]}
-    splits['all_test'][cid] = {'pixels': px[10:], 'label': lb[10:]}
-  os.makedirs(folder, exist_ok=True)
-  write_sql_client_data(os.path.join(folder, 'emnist_all.sqlite'), splits)
-  return os.path.join(folder, 'emnist_all.sqlite')
-
-
 @pytest.mark.parametrize('pixel, label, expect', [
     (float('inf'), None, 'example 5 has inf at feature (2, 2) (features must be finite)'),
     (None, 62, "example 5 has label 62, outside the task's classes [0, 62)")])
@@ -306,7 +286,8 @@ def test_emnist_client_found_bad_mid_run_stops_before_that_rounds_state(
     runner, tmp_path, pixel, label, expect):
   """EMNIST is read on demand: client w07 is first read in round 8 (seed 0), which stops the
   run there; rounds 1-7 are saved, round 8 is not."""
-  path = _emnist_with(str(tmp_path / 'tff'), 'w07', pixel, label)
+  path = write_emnist_file(str(tmp_path / 'tff'), 20, 12, 'w07', pixel, label, bad_image=5,
+                           test_images=2)
   out = tmp_path / 'out'
   args = ['--dataset=emnist', '--model=mlp', f'--cache_dir={tmp_path / "tff"}', '--no_download',
           '--rounds=8', '--clients_per_round=2', '--eval_every=100', '--checkpoint_every=1',

@@ -51,7 +51,6 @@ DROP_HINT = (f'or set [data] {DROP_OPTION} = true to leave out every client that
 RATING_RANGE = (1.0, 5.0)
 
 
-
 class DataError(ValueError):
   """Bad or missing data; the message names the file or client and the fix (re-exported by
   `types`, whose dataclasses this module checks)."""
@@ -157,7 +156,8 @@ def _raise_or_drop(bad: Dict[str, Tuple[str, str]], drop_from: Callable[[List[st
   if left == 0:
     raise DataError(f'{source}: every one of the {len(bad)} {what} fails the data check, so '
                     f'{DROP_OPTION} leaves none; first: client {cid!r}: {problem}.')
-  logs.note(f'{source}: dropped {len(bad)} {what if len(bad) > 1 else what[:-1]} that fail the data check ([data] '
+  count = f'{len(bad)} {what if len(bad) > 1 else what[:-1]}'
+  logs.note(f'{source}: dropped {count} that fail the data check ([data] '
             f'{DROP_OPTION} = true), {left} left; first: client {cid!r}: {problem}.')
 
 

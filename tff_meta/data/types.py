@@ -45,7 +45,7 @@ class FederatedDataset:
   Attributes:
     name: the source name, e.g. 'digits' or 'emnist'.
     clients: client id -> `ClientArrays`: a dict, or a `LazyClients` that
-      reads each client on use (every read is label-checked then).
+      reads each client on use (each is checked by the data check when first read).
     num_classes: labels are in [0, num_classes).
     element_shape: the shape of one `x` row.
     description: one line saying what the data is.
