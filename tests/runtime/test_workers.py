@@ -211,6 +211,7 @@ def _listening_socket():
 
 
 def test_a_port_in_use_is_refused_before_a_worker_starts():
+  live = workers.live_pids()
   with _listening_socket() as s:
     port = s.getsockname()[1]
     assert workers.port_in_use(port)
@@ -219,7 +220,7 @@ def test_a_port_in_use_is_refused_before_a_worker_starts():
   assert str(e.value) == (f'port {port} is already in use (another program listens on it), so '
                           'the TFF worker cannot serve there; choose a free port with '
                           '--some_port.')
-  assert e.value.port == port and not workers.live_pids()
+  assert e.value.port == port and workers.live_pids() == live
   assert not workers.port_in_use(port)
 
 
@@ -234,13 +235,14 @@ def test_a_worker_that_exits_at_start_quotes_the_end_of_its_log(tmp_path, monkey
   lines = ''.join(f'echo "noise {i}"\n' for i in range(20))
   fake = _fake_binary(tmp_path, lines + 'echo "F: cannot load libfoo.so" >&2\nexit 3\n')
   monkeypatch.setattr(workers, 'worker_binary_path', lambda: fake)
+  live = workers.live_pids()
   with pytest.raises(workers.WorkerStartError) as e:
     workers.WorkerProcess(log_dir=str(tmp_path / 'logs'))
   message = str(e.value)
   assert 'exited with code 3 at start' in message and '\n' not in message
   assert message.endswith('noise 17 | noise 18 | noise 19 | F: cannot load libfoo.so')
   assert 'noise 16' not in message and str(tmp_path / 'logs') in message
-  assert not workers.live_pids()
+  assert workers.live_pids() == live
 
 
 def test_a_port_taken_after_the_check_is_read_from_the_log(tmp_path, monkeypatch):
