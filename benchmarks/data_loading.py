@@ -3,6 +3,16 @@ r"""Times loading an EMNIST file and building 10 clients' round data; start-up a
   python -m benchmarks.data_loading --cache_dir=<tff data folder>
   python -m benchmarks.data_loading --cache_dir=<folder> --read=bulk --repeats=0 \
       --rounds=20 --csv=docs/runs/data_on_demand/results.csv --label=1k
+  python -m benchmarks.data_loading --cache_dir=<folder> --check_cost \
+      --startup_config=configs/fedmeta/table2_femnist_p20_fedavg.toml \
+      --csv=docs/runs/data_check/results.csv --label=femnist308
+
+--check_cost times the data check (`tff_meta.data.checks`) instead: every
+client of the file is read once and checked, the check timed apart from the
+read, against a run's start-up plus first round (`programs.train
+--startup_config=... --rounds=1`, timed as a child process, wall clock). A run
+checks only the clients it reads, so the check of every client is an upper
+bound of what it adds.
 
 Building a round's client datasets must never dominate a
 round. This measures, in one process:
@@ -56,6 +66,9 @@ flags.DEFINE_integer('eval_clients', 100, 'Test clients whose episodes are built
 flags.DEFINE_bool('trace_memory', False, 'Trace Python and numpy allocations during start-up '
                   '(tracemalloc: what the index, sizes and splits hold, without TensorFlow\'s '
                   'and the shared libraries\' pages; slower).')
+flags.DEFINE_bool('check_cost', False, 'Time the data check on every client instead (above).')
+flags.DEFINE_string('startup_config', '', 'With --check_cost: the config whose programs.train '
+                    'start-up and first round the check is compared with.')
 flags.DEFINE_string('csv', '', 'Append a row of the results to this CSV file.')
 flags.DEFINE_string('label', '', 'The CSV row\'s label (e.g. the file\'s size).')
 FLAGS = flags.FLAGS
@@ -92,9 +105,62 @@ def _timed(fn):
   return out, time.perf_counter() - start
 
 
+def _append_row(row):
+  new = not os.path.exists(FLAGS.csv)
+  with open(FLAGS.csv, 'a', newline='') as f:
+    writer = csv.DictWriter(f, fieldnames=list(row))
+    if new:
+      writer.writeheader()
+    writer.writerow(row)
+
+
+def _check_cost():
+  """The data check's time on every client of the file, and a run's start-up plus first round."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from tff_meta.data import checks, load_dataset  # pylint: disable=g-import-not-at-top
+  dataset, load_s = _timed(lambda: load_dataset('emnist', cache_dir=FLAGS.cache_dir,
+                                                cache_mb=0, download=False))
+  clients, spec = dataset.clients, (dataset.element_shape, dataset.num_classes, dataset.x_range)
+  clients.check = None   # read unchecked; the check is timed below
+  read_s = check_s = 0.0
+  for cid in clients:
+    arrays, t = _timed(lambda: clients[cid])   # pylint: disable=cell-var-from-loop
+    read_s += t
+    problem, t = _timed(  # pylint: disable=cell-var-from-loop
+        lambda: checks.client_problem(arrays, *spec))
+    check_s += t
+    assert problem is None, (cid, problem)
+  print(f'{len(clients)} clients, {dataset.num_examples} examples: index {load_s:.2f} s, reading '
+        f'every client {read_s:.2f} s, checking every client {check_s * 1000:.1f} ms '
+        f'({check_s / len(clients) * 1e6:.0f} us a client)')
+  row = {'label': FLAGS.label, 'clients': len(clients), 'examples': dataset.num_examples,
+         'index_s': round(load_s, 2), 'read_all_s': round(read_s, 2),
+         'check_all_ms': round(check_s * 1000, 1)}
+  if FLAGS.startup_config:
+    with tempfile.TemporaryDirectory() as out:
+      command = [sys.executable, '-m', 'programs.train', f'--config={FLAGS.startup_config}',
+                 '--rounds=1', '--eval_every=1', '--checkpoint_every=1', '--progress=false',
+                 f'--cache_dir={FLAGS.cache_dir}', '--no_download', f'--output_dir={out}/run']
+      done, run_s = _timed(lambda: subprocess.run(command, capture_output=True, text=True))
+    if done.returncode != 0:
+      raise RuntimeError(f'programs.train failed: {done.stderr[-2000:]}')
+    print(f'programs.train start-up + first round ({FLAGS.startup_config}): {run_s:.1f} s; the '
+          f'check of every client is {check_s / run_s:.2%} of it')
+    row.update(startup_config=FLAGS.startup_config, startup_first_round_s=round(run_s, 1),
+               check_share_pct=round(100 * check_s / run_s, 3))
+  row['load_avg_1m'] = os.getloadavg()[0]
+  if FLAGS.csv:
+    _append_row(row)
+
+
 def main(argv):
   del argv
   logging.set_verbosity(logging.WARNING)
+  if FLAGS.check_cost:
+    _check_cost()
+    return
   start = time.perf_counter()
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -170,12 +236,7 @@ def main(argv):
            'eval_s': round(eval_s, 2), 'clients_read': reads, 'cache_mb': FLAGS.cache_mb,
            'cached_mb_at_end': round(getattr(dataset.clients, 'cached_bytes', 0) / 2**20, 1),
            'load_avg_1m': os.getloadavg()[0]}
-    new = not os.path.exists(FLAGS.csv)
-    with open(FLAGS.csv, 'a', newline='') as f:
-      writer = csv.DictWriter(f, fieldnames=list(row))
-      if new:
-        writer.writeheader()
-      writer.writerow(row)
+    _append_row(row)
 
 
 if __name__ == '__main__':

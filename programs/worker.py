@@ -32,7 +32,8 @@ from absl import flags  # noqa: E402
 
 from tff_meta.core import cli  # noqa: E402
 from tff_meta.runtime import cert_files, netns, tls  # noqa: E402
-from tff_meta.runtime.workers import WorkerProcess  # noqa: E402
+from tff_meta.runtime.workers import (PortInUseError, WorkerProcess, log_tail,  # noqa: E402
+                                      port_in_use)
 
 flags.DEFINE_integer('port', 8000, 'Port to serve the TFF executor service on.', lower_bound=1,
                      upper_bound=65535)
@@ -92,6 +93,8 @@ def serve() -> None:
   signal.signal(signal.SIGINT, lambda *_: stop.append(1))
   signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
   front = None
+  if files and port_in_use(FLAGS.port):   # the TLS front's port (without TLS the worker's own)
+    cli.fail(PortInUseError(FLAGS.port, '--port'))
   try:
     worker = _start_worker(files)
   except (RuntimeError, ValueError) as e:
@@ -120,8 +123,8 @@ def serve() -> None:
             '"Mutual TLS").')
     while not stop:
       if worker.process.poll() is not None:
-        cli.fail(f'the worker exited with code {worker.process.returncode}; '
-                 f'see {worker.log_path}.')
+        cli.fail(f'the worker exited with code {worker.process.returncode}; the end of its log '
+                 f'{worker.log_path}: {log_tail(worker.log_path) or "(empty)"}')
       time.sleep(0.2)
   finally:
     if front is not None:

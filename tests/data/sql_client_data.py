@@ -51,3 +51,29 @@ def check_missing_sqlite_error(loader, folder, filename):
   assert 'does not exist' in msg and 'tff.simulation.datasets' in msg
   assert f'copy an existing {filename}' in msg
   assert not folder.exists()  # Nothing was downloaded or created.
+
+
+def write_emnist_file(folder, num_clients, images, bad_client=None, pixel=None, label=None,
+                      bad_image=2, test_images=1):
+  """An EMNIST-format `folder/emnist_all.sqlite`: clients w00, w01, ... of `images` random
+  images each (the last `test_images` in all_test); `bad_client`'s image `bad_image` gets
+  `pixel` at (2, 2) or label `label`. Returns the file's path."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  splits = {'all_train': {}, 'all_test': {}}
+  cut = images - test_images
+  for i in range(num_clients):
+    cid = f'w{i:02d}'
+    pixels = rng.uniform(0, 1, (images, 28, 28)).astype(np.float32)
+    labels = rng.integers(0, 62, images).astype(np.int32)
+    if cid == bad_client:
+      if pixel is not None:
+        pixels[bad_image, 2, 2] = pixel
+      if label is not None:
+        labels[bad_image] = label
+    splits['all_train'][cid] = {'pixels': pixels[:cut], 'label': labels[:cut]}
+    splits['all_test'][cid] = {'pixels': pixels[cut:], 'label': labels[cut:]}
+  os.makedirs(folder, exist_ok=True)
+  path = os.path.join(folder, 'emnist_all.sqlite')
+  write_sql_client_data(path, splits)
+  return path

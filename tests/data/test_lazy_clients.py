@@ -129,7 +129,7 @@ def test_a_bad_label_raises_when_the_client_is_read_not_at_load():
   bad = ClientArrays(np.zeros((3, 1)), np.array([0, 1, 3], np.int32))
   ds = FederatedDataset('t', LazyClients({'a': 3, 'b': 3}, {'a': good, 'b': bad}.get), 3, (1,))
   assert ds.num_examples == 6 and ds.clients['a'] is good
-  with pytest.raises(DataError, match=r"t: client 'b' has labels outside \[0, 3\)"):
+  with pytest.raises(DataError, match=r"t: client 'b': example 2 has label 3, outside the task's classes \[0, 3\)"):
     ds.clients['b']
 
 

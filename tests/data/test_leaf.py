@@ -186,13 +186,19 @@ def test_missing_keys(tmp_path, obj, key):
   assert 'd.json' in str(e.value) and key in str(e.value)
 
 
-def test_x_y_length_mismatch_fails_num_samples_mismatch_warns(tmp_path):
+def test_x_y_length_or_num_samples_mismatch_fails(tmp_path):
   f = _write_json(tmp_path / 'a.json', _shard(
       {'a': ([[0.0] * 784] * 2, [1])}))
   with pytest.raises(DataError, match='2 x but 1 y'):
     leaf.load_leaf(f, 'femnist')
   f = _write_json(tmp_path / 'b.json', _shard(
       {'a': ([[0.0] * 784] * 2, [1, 2])}, num_samples=[5]))
+  with pytest.raises(DataError, match="b.json: client 'a': 2 samples where the shard's "
+                     'num_samples says 5'):
+    leaf.load_leaf(f, 'femnist')
+  obj = _shard({'a': ([[0.0] * 784] * 2, [1, 2])})
+  del obj['num_samples']
+  f = _write_json(tmp_path / 'c.json', obj)
   with mock.patch.object(leaf.logging, 'warning') as warning:
     ds = leaf.load_leaf(f, 'femnist')
   assert len(ds.clients['a']) == 2

@@ -105,7 +105,7 @@ def test_unknown_source_name_lists_valid_names():
 
 
 def test_labels_out_of_range_raise():
-  with pytest.raises(DataError, match=r"client 'a' has labels outside \[0, 3\)"):
+  with pytest.raises(DataError, match=r"client 'a': example 1 has label 3, outside the task's classes \[0, 3\)"):
     FederatedDataset('bad', {'a': ClientArrays(np.zeros((2, 1)), np.array([0, 3]))}, 3, (1,))
 
 

@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from tests.conftest import FIXTURES, REPO
+from tests.data.sql_client_data import write_emnist_file
 from tests.helpers import folder_held_by_another_run, program_env
 from tests.programs.program_client import Runner, assert_clean_error, snapshot
 
@@ -225,6 +226,77 @@ def test_movielens_u_data_malformed(runner, tmp_path, ratings, expect):
 def test_data_stats_bad_option(runner, option, expect):
   proc = runner.run('programs.data', '--dataset=digits', f'--data_option={option}')
   assert_clean_error(proc, expect)
+
+
+
+# --------------------------------------------------------------------------- the data check
+
+def _leaf_with_nan(folder, twice=False):
+  row = [0.5] * 784
+  bad = row[:100] + ['NAN'] + row[101:]
+  users = [f'u{i}' for i in range(12)]
+  data = {u: {'x': [row] * 6, 'y': [1, 2, 3, 4, 5, 6]} for u in users}
+  data['u3']['x'] = [row] * 3 + [bad] + [row] * 2
+  listed = users + ['u5'] if twice else users
+  counts = [6] * len(listed)
+  text = json.dumps({'users': listed, 'num_samples': counts, 'user_data': data})
+  return write(os.path.join(folder, 'all_data_0.json'), text.replace('"NAN"', 'NaN'))
+
+
+def _leaf_config(tmp_path, path, extra=''):
+  return write(str(tmp_path / 'leaf.toml'), f"""
+dataset = "leaf_femnist"
+model = "mlp"
+min_samples = 2
+[data]
+path = "{path}"
+{extra}
+[model_options]
+hidden_units = [8]
+""")
+
+
+@pytest.mark.parametrize('twice', [False, True])
+def test_leaf_shard_with_a_nan_or_a_user_listed_twice(runner, tmp_path, twice):
+  """Issue 68: such a shard trained, leaving the writer out every round with a warning."""
+  shard = _leaf_with_nan(str(tmp_path / 'leaf'), twice)
+  config = _leaf_config(tmp_path, shard)
+  before = snapshot(tmp_path / 'leaf')
+  out = tmp_path / 'out'
+  for _ in range(2):
+    proc = runner.run('programs.train', f'--config={config}', '--progress=false', '--rounds=2',
+                      '--clients_per_round=2', f'--output_dir={out}')
+    line = assert_clean_error(proc, f"{shard}: client 'u3': sample 3 has nan at feature (3, 16)",
+                              before)
+    assert proc.returncode == 1 and 'drop_bad_clients = true' in line
+    assert ('2 clients fail this check' in line) == twice
+    assert not out.exists()   # nothing written before the data was checked
+  config = _leaf_config(tmp_path, shard, 'drop_bad_clients = true')
+  proc = runner.run('programs.train', f'--config={config}', '--progress=false', '--rounds=1',
+                    '--clients_per_round=2', '--eval_every=1', f'--output_dir={out}')
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert (f'dropped {2 if twice else 1} client{"s" if twice else ""} that fail the data check'
+          in proc.stderr)
+
+
+@pytest.mark.parametrize('pixel, label, expect', [
+    (float('inf'), None, 'example 5 has inf at feature (2, 2) (features must be finite)'),
+    (None, 62, "example 5 has label 62, outside the task's classes [0, 62)")])
+def test_emnist_client_found_bad_mid_run_stops_before_that_rounds_state(
+    runner, tmp_path, pixel, label, expect):
+  """EMNIST is read on demand: client w07 is first read in round 8 (seed 0), which stops the
+  run there; rounds 1-7 are saved, round 8 is not."""
+  path = write_emnist_file(str(tmp_path / 'tff'), 20, 12, 'w07', pixel, label, bad_image=5,
+                           test_images=2)
+  out = tmp_path / 'out'
+  args = ['--dataset=emnist', '--model=mlp', f'--cache_dir={tmp_path / "tff"}', '--no_download',
+          '--rounds=8', '--clients_per_round=2', '--eval_every=100', '--checkpoint_every=1',
+          '--progress=false', f'--output_dir={out}']
+  proc = runner.run('programs.train', '--config=configs/demo/digits.toml', *args)
+  assert_clean_error(proc, f"{path}: client 'w07': {expect}")
+  assert sorted(os.listdir(out / 'checkpoints'))[-1] == 'program_state_7'
+  with open(out / 'metrics.csv') as f:
+    assert [line.split(',')[0] for line in f][-1] == '7'
 
 
 # --------------------------------------------------------------------------- checkpoints

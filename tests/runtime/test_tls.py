@@ -220,7 +220,7 @@ def test_bad_tls_input_is_one_error_line(runner, pools, tmp_path):
   assert not os.path.exists(tmp_path / 'new')
   with socket_on_a_port() as port:
     assert_clean_error(runner.run('programs.worker', f'--port={port}', *worker_tls),
-                       f'cannot listen on port {port}')
+                       f'port {port} is already in use')
 
 
 class socket_on_a_port:  # pylint: disable=invalid-name

@@ -26,6 +26,14 @@ quieted (`logs.quiet`) before `main` runs. It ends the program this way:
   the normal exit has not ended the process within TERM_GRACE_S seconds (a
   TFF call left in flight can leave a thread that interpreter shutdown waits
   on forever), it ends with `os._exit(143)`;
+- an exception that ends a helper thread (`threading.excepthook`) reaches the
+  main thread (as a KeyboardInterrupt there, or when `main` returns) and ends
+  the program as if `main` had raised it: one `error:` line, once, no
+  traceback. gRPC's "Cannot monitor channel state: Channel closed!" from its
+  connectivity poller racing a channel's close is no error and is dropped
+  (runtime.workers closes channels after the poller stops; this covers the
+  rest). If the main thread does not come back from a call within
+  TERM_GRACE_S, the helper ends the process with the same line;
 - anything else is a bug in this project, not in the input: the program
   prints `error: internal error (<type>: <message>)` and where the full
   traceback was saved, and exits 70 (EX_SOFTWARE). Developers see the
@@ -38,6 +46,7 @@ No TensorFlow here: `programs.report` uses this without loading it.
 
 from __future__ import annotations
 
+import _thread
 import errno
 import functools
 import os
@@ -89,6 +98,8 @@ def one_line(message: object) -> str:
 # way out (a call that lost its worker) is reported as the termination it is, once.
 TERMINATING = threading.Event()
 _TERMINATION_REPORTED = threading.Event()
+_REPORTED = threading.Event()   # an `error:` line was printed
+_THREAD_ERRORS: list = []       # the first exception that ended a helper thread
 
 
 def fail(message: object, code: int = 1) -> NoReturn:
@@ -99,6 +110,7 @@ def fail(message: object, code: int = 1) -> NoReturn:
       sys.exit(TERMINATED_EXIT_CODE)
     _TERMINATION_REPORTED.set()
     message, code = f'terminated (SIGTERM). {RESUME_HINT}', TERMINATED_EXIT_CODE
+  _REPORTED.set()
   print(f'error: {one_line(message)}', file=sys.stderr, flush=True)
   sys.exit(code)
 
@@ -195,32 +207,68 @@ def _internal_error(error: BaseException) -> NoReturn:
        f'{TRACEBACK_ENV}=1 prints it).', INTERNAL_ERROR_EXIT_CODE)
 
 
+def _closed_channel_noise(error: BaseException) -> bool:
+  """gRPC's connectivity poller finding its channel closed under it: no error of the run."""
+  return isinstance(error, ValueError) and 'Channel closed' in str(error)
+
+
+def _thread_excepthook(args) -> None:
+  """An exception that ended a helper thread: kept, and raised to the main thread."""
+  error = args.exc_value
+  if (args.exc_type is SystemExit or error is None or _closed_channel_noise(error)
+      or TERMINATING.is_set() or _THREAD_ERRORS):
+    return
+  _THREAD_ERRORS.append(error)
+  _thread.interrupt_main()   # a KeyboardInterrupt in the main thread, which reports `error`
+  timer = threading.Timer(TERM_GRACE_S, _end_from_thread, (error,))
+  timer.daemon = True
+  timer.start()
+
+
+def _end_from_thread(error: BaseException) -> None:
+  """The main thread did not report a helper thread's error in time: print it and end."""
+  if not _REPORTED.is_set():
+    _REPORTED.set()
+    print(f'error: {one_line(f"{type(error).__name__}: {error}")}', file=sys.stderr, flush=True)
+  os._exit(1)  # pylint: disable=protected-access
+
+
 def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
           exit_code: Callable[[BaseException], int] = lambda e: 1) -> Callable:
   """`main` after the programs' prologue (no stray arguments, quiet logs), with every
   way it can end mapped as the module docstring says."""
+  def report(e: BaseException) -> NoReturn:
+    if isinstance(e, user_errors):
+      fail(e, exit_code(e))
+    if isinstance(e, app.UsageError):
+      fail(f'{e} (--helpshort lists the flags).')
+    if isinstance(e, OSError):
+      fail(environment_error(e) or describe_os_error(e))
+    if isinstance(e, KeyboardInterrupt):
+      fail(f'interrupted. {RESUME_HINT}', INTERRUPTED_EXIT_CODE)
+    message = environment_error(e)
+    if message is not None:
+      fail(message)
+    _internal_error(e)
+
   @functools.wraps(main)
   def guarded(argv):
+    _REPORTED.clear()
+    del _THREAD_ERRORS[:]
     try:
       if len(argv) > 1:
         raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
       logs.quiet()
-      return main(argv)
+      result = main(argv)
     except SystemExit:
+      if _THREAD_ERRORS and not _REPORTED.is_set():
+        report(_THREAD_ERRORS[0])
       raise
-    except user_errors as e:
-      fail(e, exit_code(e))
-    except app.UsageError as e:
-      fail(f'{e} (--helpshort lists the flags).')
-    except OSError as e:
-      fail(environment_error(e) or describe_os_error(e))
-    except KeyboardInterrupt:
-      fail(f'interrupted. {RESUME_HINT}', INTERRUPTED_EXIT_CODE)
-    except Exception as e:  # pylint: disable=broad-except
-      message = environment_error(e)
-      if message is not None:
-        fail(message)
-      _internal_error(e)
+    except (Exception, KeyboardInterrupt) as e:  # pylint: disable=broad-except
+      report(_THREAD_ERRORS[0] if _THREAD_ERRORS and isinstance(e, KeyboardInterrupt) else e)
+    if _THREAD_ERRORS:
+      report(_THREAD_ERRORS[0])
+    return result
   return guarded
 
 
@@ -252,6 +300,7 @@ def run(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
   """`absl.app.run(main)`, ending as the module docstring says."""
   if threading.current_thread() is threading.main_thread():
     signal.signal(signal.SIGTERM, _on_sigterm)
+  threading.excepthook = _thread_excepthook
   app.run(guard(main, user_errors, exit_code), flags_parser=parse_flags)
 
 

@@ -26,5 +26,6 @@ def load_digits(num_clients: int = 100, labels_per_client: int = 2, seed: int = 
   clients = {f'digits_{i:03d}': ClientArrays(x[idx], y[idx]) for i, idx in enumerate(parts)}
   return FederatedDataset(
       name='digits', clients=clients, num_classes=10, element_shape=(8, 8),
+      source='scikit-learn digits', x_range=(0.0, 1.0),
       description=(f'scikit-learn digits (1,797 8x8 images), {num_clients} clients with '
                    f'{labels_per_client} labels each'))

@@ -302,7 +302,7 @@ def load_image_dataset(name: str, data_dir: Optional[str] = None, partition: str
   detail = ', '.join(f'{k}={v}' for k, v in options.items())
   return FederatedDataset(
       name=name, clients=clients, num_classes=data.num_classes,
-      element_shape=tuple(data.x.shape[1:]),
+      element_shape=tuple(data.x.shape[1:]), source=data.origin, x_range=(0.0, 1.0),
       description=(f'{SOURCES[name].title} (split {split}, {len(data.y)} images) from '
                    f'{data.origin}, {num_clients} clients by {partition}'
                    + (f' ({detail})' if detail else '')),

@@ -7,8 +7,9 @@ need) and reads a client's examples only when they are asked for
 clients are kept in a least-recently-used cache bounded by the bytes of
 their arrays (`cache_mb`); the client just read is always kept, however
 large. Every read client is checked to have the count it was listed with,
-and by the dataset's label check (`FederatedDataset` sets `check`), so a
-client with a bad label raises `DataError` when it is read.
+and by the data check (`checks.check_dataset` sets `check`), so a client
+with a non-finite feature or a bad label raises `DataError` when it is first
+read; it is not cached, so every later read raises too.
 
 Reads are serialized by a lock, so rounds built in other threads share the
 cache and the reader.
@@ -31,7 +32,8 @@ class LazyClients(collections.abc.Mapping):
   Attributes:
     sizes: client id -> its number of examples, known without reading it.
     source: what is read (a file path), for messages.
-    check: called as check(client_id, arrays) on every read (the label check).
+    check: called as check(client_id, arrays) on every read from the source (the data
+      check).
   """
 
   def __init__(self, sizes: Dict[str, int], read: Callable[[str], ClientArrays],
@@ -77,6 +79,16 @@ class LazyClients(collections.abc.Mapping):
 
   def __contains__(self, client_id) -> bool:
     return client_id in self.sizes
+
+  def drop(self, client_ids) -> int:
+    """Leaves `client_ids` out (the data check's opt-in); returns how many clients are left."""
+    with self._lock:
+      for cid in client_ids:
+        self.sizes.pop(cid, None)
+        old = self._cache.pop(cid, None)
+        if old is not None:
+          self._held -= _nbytes(old)
+    return len(self.sizes)
 
   @property
   def cached_bytes(self) -> int:

@@ -21,7 +21,12 @@ under `data/all_data/*.json` (all of a user's data) and, after its
 
 Users are returned with sorted ids; a user found in several shards (or in
 both train and test for split 'all') gets its examples concatenated, train
-first.
+first. Within one shard a user must be listed once in `users` and once in
+`user_data`, with as many samples as `num_samples` says: a shard that breaks
+this, like a user whose samples cannot be read or fail the data check
+(`checks`: finite pixels in [0, 1], labels in range), is a problem of that
+user, named with the shard file and the first bad sample; it stops the load,
+or with `[data] drop_bad_clients = true` leaves the user out.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from typing import Dict, List, Optional, Tuple
 from absl import logging
 import numpy as np
 
-from tff_meta.data import text
+from tff_meta.data import checks, text
 from tff_meta.data.types import ClientArrays, DataError, FederatedDataset
 
 TASKS = ('femnist', 'shakespeare', 'sent140')
@@ -76,10 +81,23 @@ def _json_files(path: str, split: str) -> List[str]:
   return files
 
 
+class _Keys(dict):
+  """A JSON object that remembers the keys it held more than once (json keeps the last)."""
+  repeated: Tuple[str, ...] = ()
+
+
+def _object(pairs) -> dict:
+  out = _Keys(pairs)
+  if len(out) != len(pairs):
+    seen = set()
+    out.repeated = tuple(k for k, _ in pairs if k in seen or seen.add(k))
+  return out
+
+
 def _read_json(path: str) -> dict:
   try:
     with open(path, encoding='utf-8') as f:
-      data = json.load(f)
+      data = json.load(f, object_pairs_hook=_object)
   except json.JSONDecodeError as e:
     raise DataError(f'{path}: malformed JSON at line {e.lineno} column '
                     f'{e.colno} (char {e.pos}): {e.msg}. ' + _FIX) from e
@@ -96,83 +114,103 @@ def _read_json(path: str) -> dict:
   return data
 
 
-def _shard_users(path: str, data: dict) -> List[Tuple[str, list, list]]:
-  """[(user, xs, ys)] of one shard, checked; num_samples is only warned on."""
+def _shard_users(path: str, data: dict
+                 ) -> Tuple[List[Tuple[str, list, list]], Dict[str, str]]:
+  """([(user, xs, ys)] of one shard's sound users, {user: problem} of the others).
+
+  A missing `num_samples` is warned on; one of another length than `users`
+  is an error of the shard; a user's count that differs from its samples is
+  a problem of that user."""
   users, user_data = data['users'], data['user_data']
+  if not isinstance(users, list) or not isinstance(user_data, dict):
+    raise DataError(f'{path}: users must be a list and user_data an object. ' + _FIX)
   num_samples = data.get('num_samples')
-  if num_samples is None or len(num_samples) != len(users):
-    logging.warning('%s: num_samples has %s entries for %d users.', path,
-                    'no' if num_samples is None else len(num_samples),
-                    len(users))
-    num_samples = None
-  out = []
+  if num_samples is None:
+    logging.warning('%s: no num_samples; the samples are counted.', path)
+  elif not isinstance(num_samples, list) or len(num_samples) != len(users):
+    count = len(num_samples) if isinstance(num_samples, list) else 'not a list of'
+    raise DataError(f'{path}: num_samples has {count} entries for {len(users)} users; the '
+                    'shard is damaged. ' + _FIX)
+  positions: Dict[str, List[int]] = {}
   for i, user in enumerate(users):
-    if user not in user_data:
-      raise DataError(f'{path}: user {user!r} is listed in users but missing '
-                      'from user_data. ' + _FIX)
-    record = user_data[user]
-    for key in ('x', 'y'):
-      if not isinstance(record, dict) or key not in record:
-        raise DataError(f'{path}: user_data[{user!r}] has no key {key!r}. '
-                        + _FIX)
-    xs, ys = record['x'], record['y']
-    if len(xs) != len(ys):
-      raise DataError(f'{path}: user {user!r} has {len(xs)} x but {len(ys)} '
-                      'y entries; each sample needs one label. ' + _FIX)
-    if num_samples is not None and num_samples[i] != len(ys):
-      logging.warning('%s: num_samples says %s for user %r but it has %d '
-                      'samples; using the samples.', path, num_samples[i],
-                      user, len(ys))
-    out.append((str(user), xs, ys))
-  return out
+    positions.setdefault(str(user), []).append(i)
+  repeated = set(getattr(user_data, 'repeated', ()))
+  out, problems = [], {}
+  for i, user in enumerate(users):
+    user = str(user)
+    if positions[user][0] != i:
+      continue
+    problem = None
+    record = user_data.get(user)
+    if len(positions[user]) > 1:
+      problem = (f'the shard\'s users list it {len(positions[user])} times (positions '
+                 f'{", ".join(map(str, positions[user][:5]))}); a user is listed once')
+    elif user in repeated:
+      problem = 'the shard\'s user_data has two entries for it; a user has one'
+    elif record is None:
+      problem = 'the shard\'s users list it but user_data has no entry for it'
+    elif not isinstance(record, dict) or 'x' not in record or 'y' not in record:
+      key = 'x' if not isinstance(record, dict) or 'x' not in record else 'y'
+      problem = f'user_data[{user!r}] has no key {key!r}'
+    elif not isinstance(record['x'], list) or not isinstance(record['y'], list):
+      problem = 'x and y must be lists of samples and of labels'
+    elif len(record['x']) != len(record['y']):
+      problem = (f'{len(record["x"])} x but {len(record["y"])} y entries; each sample needs '
+                 'one label')
+    elif num_samples is not None and num_samples[i] != len(record['y']):
+      problem = (f'{len(record["y"])} samples where the shard\'s num_samples says '
+                 f'{num_samples[i]!r}; the shard is damaged or was edited')
+    if problem is None:
+      out.append((user, record['x'], record['y']))
+    else:
+      problems[user] = problem
+  return out, problems
 
 
-def _int_labels(path: str, user: str, ys: list, num_classes: int) -> np.ndarray:
+class _Unreadable(ValueError):
+  """A user's samples that cannot be read; the text names the first bad sample. `load_leaf`
+  makes it a problem of that user, with the shard file."""
+
+
+def _int_labels(ys: list) -> np.ndarray:
+  """Integer labels (their range is the data check's)."""
   try:
     y = np.asarray(ys)
     if y.size and (y.dtype.kind not in 'iuf' or np.any(y != np.round(y))):
       raise ValueError
-    y = y.astype(np.int32)
-  except (ValueError, TypeError):
-    raise DataError(f'{path}: user {user!r} has non-integer labels y. '
-                    + _FIX) from None
-  bad = (y < 0) | (y >= num_classes)
-  if np.any(bad):
-    raise DataError(
-        f'{path}: user {user!r} has label {y[bad][0]} outside '
-        f'[0, {num_classes}); this file does not look like LEAF output for '
-        'this task (wrong task name or corrupted file).')
-  return y
+    return y.astype(np.int32)
+  except (ValueError, TypeError, OverflowError):
+    first = next((i for i, v in enumerate(ys)
+                  if not isinstance(v, int) or isinstance(v, bool)), 0)
+    raise _Unreadable(f'sample {first} has label {ys[first]!r}; labels are integers') from None
 
 
-def _femnist(path: str, user: str, xs: list, ys: list) -> ClientArrays:
+def _femnist(xs: list, ys: list) -> ClientArrays:
   try:
     x = np.asarray(xs, dtype=np.float32).reshape(len(xs), 784)
   except (ValueError, TypeError):
-    raise DataError(f'{path}: user {user!r}: FEMNIST x rows must be 784 '
-                    'floats each. ' + _FIX) from None
-  return ClientArrays(x.reshape(-1, 28, 28), _int_labels(path, user, ys, 62))
+    first = next((i for i, row in enumerate(xs)
+                  if not isinstance(row, list) or len(row) != 784), 0)
+    raise _Unreadable(f'sample {first}: FEMNIST x rows must be 784 numbers each') from None
+  return ClientArrays(x.reshape(-1, 28, 28), _int_labels(ys))
 
 
-def _shakespeare(path: str, user: str, xs: list, ys: list,
-                 seq_length: int) -> ClientArrays:
+def _shakespeare(xs: list, ys: list, seq_length: int) -> ClientArrays:
   x = np.zeros((len(xs), seq_length), np.int32)
   y = np.zeros((len(ys),), np.int32)
   for i, (s, c) in enumerate(zip(xs, ys)):
     if not isinstance(s, str) or len(s) > seq_length:
-      raise DataError(f'{path}: user {user!r} sample {i}: x must be a string '
-                      f'of at most {seq_length} characters (seq_length). '
-                      + _FIX)
+      raise _Unreadable(f'sample {i}: x must be a string of at most {seq_length} characters '
+                        '(seq_length)')
     if not isinstance(c, str) or len(c) != 1:
-      raise DataError(f'{path}: user {user!r} sample {i}: y must be one '
-                      f'character, got {c!r}. ' + _FIX)
+      raise _Unreadable(f'sample {i}: y must be one character, got {c!r}')
     if s:
       x[i, seq_length - len(s):] = text.encode_chars(s)  # Left-padded.
     y[i] = text.encode_chars(c)[0]
   return ClientArrays(x, y)
 
 
-def _tweet_tokens(path: str, user: str, xs: list) -> List[List[str]]:
+def _tweet_tokens(xs: list) -> List[List[str]]:
   out = []
   for i, row in enumerate(xs):
     if isinstance(row, str):
@@ -180,19 +218,18 @@ def _tweet_tokens(path: str, user: str, xs: list) -> List[List[str]]:
     elif isinstance(row, list) and len(row) >= 5 and isinstance(row[4], str):
       tweet = row[4]
     else:
-      raise DataError(f'{path}: user {user!r} sample {i}: Sent140 x must be '
-                      '[tweet_id, date, query, user, text] with text a '
-                      'string. ' + _FIX)
+      raise _Unreadable(f'sample {i}: Sent140 x must be [tweet_id, date, query, user, text] '
+                        'with text a string')
     out.append(text.tokenize_tweet(tweet))
   return out
 
 
-def _sent140(path: str, user: str, token_lists: List[List[str]], ys: list,
-             vocab: Dict[str, int], length: int) -> ClientArrays:
+def _sent140(token_lists: List[List[str]], ys: list, vocab: Dict[str, int],
+             length: int) -> ClientArrays:
   x = np.zeros((len(token_lists), length), np.int32)
   for i, tokens in enumerate(token_lists):
     x[i] = text.words_to_ids(tokens, vocab, length)
-  return ClientArrays(x, _int_labels(path, user, ys, 2))
+  return ClientArrays(x, _int_labels(ys))
 
 
 def load_leaf(path: str, task: str, split: str = 'all', max_clients: int = 0,
@@ -229,19 +266,34 @@ def load_leaf(path: str, task: str, split: str = 'all', max_clients: int = 0,
     raise DataError(f'split must be one of {_SPLITS}, got {split!r}.')
   files = _json_files(path, split)
   raw: Dict[str, List[Tuple[str, list, list]]] = {}  # user -> [(file, x, y)]
+  problems: Dict[str, Tuple[str, str]] = {}   # user -> (file, problem), for the data check
   for f in files:
-    for user, xs, ys in _shard_users(f, _read_json(f)):
+    sound, found = _shard_users(f, _read_json(f))
+    for user, xs, ys in sound:
       raw.setdefault(user, []).append((f, xs, ys))
-  if not raw:
+    for user, problem in found.items():
+      problems.setdefault(user, (f, problem))
+  if not raw and not problems:
     raise DataError(f'No users in {files}. ' + _FIX)
-  users = sorted(raw)
+  users = sorted(set(raw) | set(problems))
   if max_clients > 0:
     users = users[:max_clients]
+  problems = {u: problems[u] for u in users if u in problems}
+  users = [u for u in users if u not in problems]
 
   extras = {'files': files}
+  tokens = {}
   if task == 'sent140':
-    tokens = {u: [_tweet_tokens(f, u, xs) for f, xs, _ in raw[u]]
-              for u in users}
+    for u in users:
+      parts = []
+      for f, xs, _ in raw[u]:
+        try:
+          parts.append(_tweet_tokens(xs))
+        except _Unreadable as e:
+          problems[u] = (f, str(e))
+          break
+      tokens[u] = parts
+    users = [u for u in users if u not in problems]
     if glove_path is not None:
       vocab, extras['embeddings'] = text.glove_vocab(glove_path,
                                                      max_vocab_size)
@@ -256,19 +308,31 @@ def load_leaf(path: str, task: str, split: str = 'all', max_clients: int = 0,
       'sent140': (2, (words_per_tweet,)),
   }[task]
 
+  x_range = (0.0, 1.0) if task == 'femnist' else None   # FEMNIST: 1.0 = background
   clients = {}
   for u in users:
     parts = []
     for j, (f, xs, ys) in enumerate(raw[u]):
-      if task == 'femnist':
-        parts.append(_femnist(f, u, xs, ys))
-      elif task == 'shakespeare':
-        parts.append(_shakespeare(f, u, xs, ys, seq_length))
-      else:
-        parts.append(_sent140(f, u, tokens[u][j], ys, vocab, words_per_tweet))
-    clients[u] = ClientArrays(np.concatenate([p.x for p in parts]),
-                              np.concatenate([p.y for p in parts]))
+      try:
+        if task == 'femnist':
+          part = _femnist(xs, ys)
+        elif task == 'shakespeare':
+          part = _shakespeare(xs, ys, seq_length)
+        else:
+          part = _sent140(tokens[u][j], ys, vocab, words_per_tweet)
+        problem = checks.client_problem(part, element_shape, num_classes, x_range)
+      except _Unreadable as e:
+        problem = str(e)
+      if problem is not None:   # named with this shard and the sample's place in it
+        problems[u] = (f, problem.replace('example ', 'sample ', 1))
+        break
+      parts.append(part)
+    if u not in problems:
+      clients[u] = ClientArrays(np.concatenate([p.x for p in parts]),
+                                np.concatenate([p.y for p in parts]))
+  problems = {u: problems[u] for u in sorted(problems)}
   return FederatedDataset(
       name=task, clients=clients, num_classes=num_classes,
       element_shape=element_shape,
-      description=f'LEAF {task} (split {split}) from {path}', extras=extras)
+      description=f'LEAF {task} (split {split}) from {path}', extras=extras,
+      source=path, x_range=x_range, problems=problems)

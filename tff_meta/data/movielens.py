@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tff_meta.data import movielens_atomic
+from tff_meta.data import checks, movielens_atomic
 from tff_meta.data.protocol import validate_fraction
 from tff_meta.data.types import DataError
 from tff_meta.core.registry import Registry
@@ -80,6 +80,9 @@ class RatingsDataset:
   genres: Tuple[str, ...] = GENRES
   titles: Dict[int, str] = dataclasses.field(default_factory=dict)
   description: str = ''
+
+  def __post_init__(self):
+    checks.check_ratings(self)   # finite features, ratings in [1, 5]; or dropped (opt-in)
 
   @property
   def num_occupations(self) -> int:

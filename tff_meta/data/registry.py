@@ -12,6 +12,7 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING, Callable, Union
 
+from tff_meta.data import checks
 from tff_meta.data.embedded import load_digits
 from tff_meta.data.types import DataError, FederatedDataset
 from tff_meta.core.registry import Registry
@@ -66,20 +67,30 @@ def _loader(name: str) -> Callable[..., AnyDataset]:
 
 def takes_option(name: str, option: str) -> bool:
   """Whether dataset `name`'s loader has keyword option `option` (e.g. 'download')."""
-  return option in inspect.signature(_loader(name)).parameters
+  return option == checks.DROP_OPTION or option in inspect.signature(_loader(name)).parameters
 
 
 def load_dataset(name: str, **options) -> AnyDataset:
   """Loads dataset `name`; an unknown option raises an error naming the valid ones.
 
+  Every dataset is checked as it is built (`checks`): a client that fails the
+  data check raises `DataError`, unless the option `drop_bad_clients=True`
+  (every loader takes it; `[data] drop_bad_clients = true`) leaves such
+  clients out, with a note saying how many.
+
   Returns what the loader returns: a `FederatedDataset` for every source but
   'movielens', which gives a `movielens.RatingsDataset`.
   """
+  drop = options.pop(checks.DROP_OPTION, False)
+  if not isinstance(drop, bool):
+    raise DataError(f'[data] {checks.DROP_OPTION} must be true or false, got {drop!r}.')
   fn = _loader(name)
   params = inspect.signature(fn).parameters
   if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
     unknown = sorted(set(options) - set(params))
     if unknown:
-      raise DataError(f'Unknown option(s) {unknown} for dataset {name!r}; valid: '
-                       f'{sorted(k for k, p in params.items() if p.kind != p.VAR_POSITIONAL)}.')
-  return fn(**options)
+      valid = sorted([k for k, p in params.items() if p.kind != p.VAR_POSITIONAL]
+                     + [checks.DROP_OPTION])
+      raise DataError(f'Unknown option(s) {unknown} for dataset {name!r}; valid: {valid}.')
+  with checks.dropping_bad_clients(drop):
+    return fn(**options)

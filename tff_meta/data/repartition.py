@@ -62,7 +62,7 @@ def load_repartitioned(source: str = 'emnist', partition: str = 'label_shards',
   detail = ', '.join(f'{k}={v}' for k, v in scheme_options.items())
   return FederatedDataset(
       name=f'{source}_pooled', clients=clients, num_classes=pooled.num_classes,
-      element_shape=pooled.element_shape,
+      element_shape=pooled.element_shape, source=pooled.source, x_range=pooled.x_range,
       description=(f'{pooled.description}; {len(y)} examples pooled'
                    + (', inverted (1.0 = ink)' if invert else '') + f' and split into '
                    f'{num_clients} clients by {partition}' + (f' ({detail})' if detail else '')))

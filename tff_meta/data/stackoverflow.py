@@ -242,7 +242,7 @@ def load_stackoverflow(cache_dir: Optional[str] = None, split: str = 'train',
     np.divide(x, totals, out=x, where=totals > 0)
     clients[cid] = ClientArrays(x, np.asarray(labels, np.int32))
   return FederatedDataset(
-      name='stackoverflow', clients=clients, num_classes=len(tag_list),
+      name='stackoverflow', clients=clients, num_classes=len(tag_list), source=path,
       element_shape=(len(word_list),),
       description=(f'TFF federated Stack Overflow (split {split}) from {path}:'
                    f' most frequent of {len(tag_list)} tags from the bag of '

@@ -97,7 +97,8 @@ def load_emnist(cache_dir: Optional[str] = None, only_digits: bool = False,
       name='emnist', clients=clients, num_classes=10 if only_digits else 62,
       element_shape=(28, 28),
       description=(f'TFF federated EMNIST ({prefix}, split {split}) from '
-                   f'{path}; 1.0 = background'))
+                   f'{path}; 1.0 = background'),
+      source=path, x_range=(0.0, 1.0))
 
 
 def _emnist_arrays(parts) -> ClientArrays:
@@ -165,7 +166,7 @@ def load_shakespeare(cache_dir: Optional[str] = None, split: str = 'all',
       clients[cid] = ClientArrays(np.zeros((0, seq_length), np.int32),
                                   np.zeros((0,), np.int32))
   return FederatedDataset(
-      name='shakespeare', clients=clients, num_classes=text.NUM_CHAR_CLASSES,
+      name='shakespeare', clients=clients, source=path, num_classes=text.NUM_CHAR_CLASSES,
       element_shape=(seq_length,),
       description=(f'TFF federated Shakespeare (split {split}) from {path}: '
                    f'{seq_length}-char windows, stride {stride}, next-char '
@@ -224,7 +225,7 @@ def load_tff_cifar100(cache_dir: Optional[str] = None, split: str = 'all',
         / np.float32(255), part[key].reshape(-1).astype(np.int32))
     other[cid] = part[other_key].reshape(-1).astype(np.int32)
   return FederatedDataset(
-      name='tff_cifar100', clients=clients,
+      name='tff_cifar100', clients=clients, source=path, x_range=(0.0, 1.0),
       num_classes=100 if label == 'fine' else 20, element_shape=(32, 32, 3),
       description=(f'TFF federated CIFAR-100 ({label} labels, split {split}) '
                    f'from {path}; RGB in [0, 1]'),

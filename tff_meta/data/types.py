@@ -11,14 +11,14 @@ that reads a client when it is used (TFF's EMNIST); the protocol needs only
 from __future__ import annotations
 
 import dataclasses
-import functools
-from typing import Mapping, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
+from tff_meta.data import checks
+from tff_meta.data.checks import DataError
 
-class DataError(ValueError):
-  """Bad or missing data; the message names the file or client and the fix."""
+__all__ = ['ClientArrays', 'DataError', 'FederatedDataset']
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,12 +45,24 @@ class FederatedDataset:
   Attributes:
     name: the source name, e.g. 'digits' or 'emnist'.
     clients: client id -> `ClientArrays`: a dict, or a `LazyClients` that
-      reads each client on use (every read is label-checked then).
+      reads each client on use (each is checked by the data check when first read).
     num_classes: labels are in [0, num_classes).
     element_shape: the shape of one `x` row.
     description: one line saying what the data is.
     extras: source-specific side data, e.g. a Sent140 word vocabulary and
       GloVe embedding matrix (`'vocab'`, `'embeddings'`).
+    source: the file or folder read, named by the data check's errors.
+    x_range: (low, high) of every feature where the format defines one
+      (pixels in [0, 1]); None = only finite.
+    problems: client id -> (file, problem) the loader found while parsing
+      (e.g. a LEAF user listed twice in a shard); the data check reports or
+      drops these clients with the ones whose arrays fail it.
+
+  Building one runs the data check (`checks.check_dataset`): a client with a
+  non-finite or out-of-range feature, an example of the wrong shape or a label
+  outside [0, num_classes) raises `DataError` (or, inside
+  `checks.dropping_bad_clients()`, is left out); clients read on demand are
+  checked as each is read.
   """
   name: str
   clients: Mapping[str, ClientArrays]
@@ -58,14 +70,12 @@ class FederatedDataset:
   element_shape: Tuple[int, ...]
   description: str = ''
   extras: dict = dataclasses.field(default_factory=dict)
+  source: str = ''
+  x_range: Optional[Tuple[float, float]] = None
+  problems: Dict[str, Tuple[str, str]] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
-    check = functools.partial(check_labels, self.name, self.num_classes)
-    if self._read_on_demand():   # checked as each client is read
-      self.clients.check = check
-    else:
-      for cid, arrays in self.clients.items():
-        check(cid, arrays)
+    checks.check_dataset(self)
 
   def _read_on_demand(self) -> bool:
     return getattr(self.clients, 'sizes', None) is not None   # a LazyClients
@@ -85,10 +95,3 @@ class FederatedDataset:
   def num_examples(self) -> int:
     return sum(self.sizes().values())
 
-
-def check_labels(name: str, num_classes: int, client_id: str, arrays: ClientArrays) -> None:
-  """A `DataError` when `arrays` has a label outside [0, num_classes)."""
-  if arrays.y.size and (arrays.y.min() < 0 or arrays.y.max() >= num_classes):
-    raise DataError(
-        f'{name}: client {client_id!r} has labels outside [0, {num_classes}) '
-        f'(min {arrays.y.min()}, max {arrays.y.max()}).')

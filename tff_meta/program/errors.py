@@ -16,10 +16,11 @@ from tff_meta.program.training_loop import TrainingDivergedError
 from tff_meta.core.registry import UnknownNameError
 from tff_meta.core.run_folder import RunFolderError
 from tff_meta.runtime.pool import WORKER_LOST_EXIT_CODE, WorkerLostError, WorkerUnavailableError
+from tff_meta.runtime.workers import WorkerStartError
 
 USER_ERRORS = (ConfigError, DataError, UnknownNameError, CheckpointError,
                IncompatibleCheckpointError, ClientStateError, TrainingDivergedError,
-               WorkerUnavailableError, RunFolderError)
+               WorkerUnavailableError, WorkerStartError, RunFolderError)
 
 
 def exit_code(error: BaseException) -> int:

@@ -38,6 +38,9 @@ def define_flags(flags_module, progress: bool = False) -> None:
                            'local: start TFF C++ workers here; workers: use --workers.')
   flags_module.DEFINE_integer('local_workers', 1, 'With --executor=local: how many local '
                               'workers; >1 splits each round\'s clients across them.')
+  flags_module.DEFINE_integer('local_worker_port', 0, 'With --executor=local: the first port of '
+                              'the local workers (worker i serves on it + i); 0 = free ports '
+                              'picked.', lower_bound=0, upper_bound=65535)
   flags_module.DEFINE_string('workers', None, 'With --executor=workers: comma-separated '
                              'host:port of running TFF workers (python -m programs.worker).')
   for name, what in (('ca', 'the CA certificate that signed the workers\' certificates'),
@@ -175,7 +178,8 @@ def make_pool(flag_values, log_dir=None, max_concurrent_calls: int = -1) -> Work
   envs = worker_envs(devices, flag_values.local_workers)
   try:
     return WorkerPool.local(flag_values.local_workers, log_dir=log_dir, env=envs,
-                            max_concurrent_calls=max_concurrent_calls)
+                            max_concurrent_calls=max_concurrent_calls,
+                            first_port=getattr(flag_values, 'local_worker_port', 0) or 0)
   except ValueError as e:   # a bad max_concurrent_calls, before any worker starts
     raise ConfigError(str(e)) from None
 

@@ -27,10 +27,13 @@ import tensorflow_federated as tff
 from tensorflow_federated.proto.v0 import executor_pb2, executor_pb2_grpc
 
 from tff_meta.runtime import contexts, tls as tls_lib
-from tff_meta.runtime.workers import DEFAULT_MAX_CONCURRENT_CALLS, WorkerProcess
+from tff_meta.runtime.workers import (DEFAULT_MAX_CONCURRENT_CALLS, PortInUseError,
+                                      WorkerProcess, close_channel)
 
 
 WORKER_LOST_EXIT_CODE = 3
+LOCAL_PORT_FLAG = '--local_worker_port'
+PICK_TRIES = 3   # free ports picked for a local worker before its port error stands
 
 
 class WorkerUnavailableError(RuntimeError):
@@ -122,11 +125,17 @@ class WorkerPool:
   @classmethod
   def local(cls, num_workers: int = 1, log_dir: Optional[str] = None,
             env: Union[None, Mapping[str, str], Sequence[Mapping[str, str]]] = None,
-            max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS) -> 'WorkerPool':
+            max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
+            first_port: int = 0) -> 'WorkerPool':
     """Starts `num_workers` local workers (stopped by PID on close()).
 
     `max_concurrent_calls`: computation calls each worker runs at once (-1: no
     bound; `WorkerProcess`).
+
+    `first_port`: 0 picks a free port for each worker (another, up to
+    PICK_TRIES times, if a program takes it before the worker binds it); N
+    gives the workers ports N, N+1, ...; one in use is a `PortInUseError`
+    naming --local_worker_port.
 
     `env`: extra environment variables for every worker (a mapping), or one
     mapping per worker (a sequence), e.g. each its own CUDA_VISIBLE_DEVICES.
@@ -136,9 +145,16 @@ class WorkerPool:
       raise ValueError(f'env has {len(envs)} entries for {num_workers} workers.')
     workers = []
     try:
-      for worker_env in envs:
-        workers.append(WorkerProcess(log_dir=log_dir, env=worker_env,
-                                     max_concurrent_calls=max_concurrent_calls))
+      for i, worker_env in enumerate(envs):
+        for attempt in range(1 if first_port else PICK_TRIES):
+          try:
+            workers.append(WorkerProcess(
+                port=first_port + i if first_port else None, log_dir=log_dir, env=worker_env,
+                max_concurrent_calls=max_concurrent_calls, port_flag=LOCAL_PORT_FLAG))
+            break
+          except PortInUseError:
+            if first_port or attempt == PICK_TRIES - 1:
+              raise
     except BaseException:
       for w in workers:
         w.stop()
@@ -212,7 +228,7 @@ class WorkerPool:
 
   def close(self) -> None:
     for channel in self._channels:
-      channel.close()
+      close_channel(channel)
     for worker in self._owned:
       worker.stop()
 

@@ -54,6 +54,7 @@ from tff_meta.runtime import contexts, fast_values
 from tff_meta.runtime.resident import LoopThread
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner, check_no_client_states
 from tff_meta.runtime.tls import TlsFiles, open_channel
+from tff_meta.runtime.workers import close_channel
 
 
 def split_counts(num_clients: int, num_workers: int) -> List[int]:
@@ -136,7 +137,7 @@ class _Worker:
 
   def close(self):
     self.executor.close()
-    self.channel.close()
+    close_channel(self.channel)
 
 
 class PoolResidentRounds(RoundRunner):

@@ -45,6 +45,7 @@ import tensorflow_federated as tff
 from tff_meta.runtime import contexts, fast_values, resident_data
 from tff_meta.runtime.rounds import NeedsState, RoundResult, RoundRunner
 from tff_meta.runtime.tls import TlsFiles, open_channel
+from tff_meta.runtime.workers import close_channel
 
 
 class LoopThread:
@@ -158,4 +159,4 @@ class ResidentRounds(RoundRunner):
     self._remote_state = self._fn = self._remote_pool = None
     self._executor.close()
     self._loop.close()
-    self._channel.close()
+    close_channel(self._channel)

@@ -10,13 +10,24 @@ line and exit 143; in library use the default action ends the process). On Linux
 worker also gets SIGTERM from the kernel if our process dies by SIGKILL
 (PR_SET_PDEATHSIG), so not even a killed run leaves a worker behind. Its new
 session keeps the program's niceness across Linux autogroups (priority.py).
+
+A worker that cannot start says why, in one line: a port already in use is
+found before the worker starts (`PortInUseError`, naming the port and the
+flag that chooses another: the caller's `port_flag`), or in its log if another
+program took the port meanwhile; any other early exit is a `WorkerStartError`
+quoting the last lines of the worker's log. Channels are closed through
+`close_channel`, after gRPC's connectivity poller has stopped, so no gRPC
+thread prints a traceback ("Cannot monitor channel state: Channel closed!")
+after the program's last line.
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +48,80 @@ GRPC_OPTIONS = [('grpc.max_message_length', 2_000_000_000),
 
 _LIVE: Dict[int, 'WorkerProcess'] = {}
 _LOCK = threading.Lock()
+LOG_TAIL_LINES = 4   # of a worker that exited at start, quoted in the error
+
+
+class WorkerStartError(RuntimeError):
+  """A worker exited, or never became ready, at start; the message quotes its log's end."""
+
+
+class PortInUseError(WorkerStartError):
+  """The worker's port is taken by another program; names the port and the flag to change."""
+
+  def __init__(self, port: int, port_flag: str):
+    super().__init__(f'port {port} is already in use (another program listens on it), so the '
+                     f'TFF worker cannot serve there; choose a free port with {port_flag}.')
+    self.port = port
+
+
+def port_in_use(port: int) -> bool:
+  """Whether another socket holds `port` on this host (what the worker binds: every
+  interface, IPv6 and IPv4)."""
+  for family, address in ((socket.AF_INET6, '::'), (socket.AF_INET, '0.0.0.0')):
+    try:
+      with socket.socket(family, socket.SOCK_STREAM) as s:
+        if family == socket.AF_INET6:
+          s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind((address, port))
+      return False
+    except OSError as e:
+      if e.errno == errno.EADDRINUSE:
+        return True
+      if e.errno not in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):   # no IPv6 here: try IPv4
+        return False
+  return False
+
+
+def _log_end(path: str, size: int = 64 * 1024) -> str:
+  """The last `size` bytes of a log as text; '' when it cannot be read."""
+  try:
+    with open(path, 'rb') as f:
+      f.seek(0, os.SEEK_END)
+      f.seek(max(0, f.tell() - size))
+      return f.read().decode('utf-8', 'replace')
+  except OSError:
+    return ''
+
+
+def log_tail(path: str, lines: int = LOG_TAIL_LINES, width: int = 160) -> str:
+  """The last `lines` non-empty lines of a log, each cut to `width` characters, joined by
+  ' | ' (for a one-line error); '' when it is empty or unreadable."""
+  text = _log_end(path)
+  kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+  return ' | '.join(line if len(line) <= width else line[:width - 3] + '...' for line in kept)
+
+
+def close_channel(channel: grpc.Channel, wait_s: float = 1.0) -> None:
+  """Closes `channel` once gRPC's connectivity poller has stopped.
+
+  A channel someone subscribed to (TFF's `RemoteExecutorGrpcStub` does, for
+  `is_ready`) has a gRPC thread polling its state every 0.2 s; a close under
+  it makes that thread raise "ValueError: Cannot monitor channel state: Channel
+  closed!" with a traceback. The subscriptions are dropped first (as
+  `close()` itself does, through grpc's channel state) and the poller gets up
+  to `wait_s` to see it and end."""
+  state = getattr(channel, '_connectivity_state', None)   # grpc's; absent: close at once
+  if state is not None:
+    with state.lock:
+      del state.callbacks_and_connectivities[:]
+      state.try_to_connect = False
+    deadline = time.monotonic() + wait_s
+    while getattr(state, 'polling', False) and time.monotonic() < deadline:
+      time.sleep(0.01)
+  try:
+    channel.close()
+  except Exception:  # pylint: disable=broad-except
+    pass
 
 
 def _die_with_parent() -> None:
@@ -154,10 +239,12 @@ class WorkerProcess:
   def __init__(self, port: Optional[int] = None, log_dir: Optional[str] = None,
                ready_timeout_s: float = 60.0, env: Optional[Mapping[str, str]] = None,
                max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
-               private_network: bool = False):
+               private_network: bool = False, port_flag: str = '--port'):
     check_max_concurrent_calls(max_concurrent_calls)
     self.max_concurrent_calls = max_concurrent_calls
     self.port = port or portpicker.pick_unused_port()
+    if not private_network and port_in_use(self.port):
+      raise PortInUseError(self.port, port_flag)
     self.env = {k: v for k, v in default_env().items() if k not in os.environ}
     self.env.update(env or {})
     log_dir = log_dir or tempfile.gettempdir()
@@ -188,13 +275,20 @@ class WorkerProcess:
     while not self.stub.is_ready:
       if self.process.poll() is not None:
         self.stop(keep_log=True)
-        raise RuntimeError(f'TFF worker on port {self.port} exited with code '
-                           f'{self.process.returncode}; see {self.log_path}.')
+        self._log_start_failure(port_flag, f'exited with code {self.process.returncode}')
       if time.monotonic() > deadline:
         self.stop(keep_log=True)
-        raise RuntimeError(f'TFF worker on port {self.port} not ready after {ready_timeout_s}s; '
-                           f'see {self.log_path}.')
+        self._log_start_failure(port_flag, f'not ready after {ready_timeout_s:g}s')
       time.sleep(0.05)
+
+  def _log_start_failure(self, port_flag: str, what: str):
+    """Raises the error of a worker that did not start, from its log."""
+    if 'Address already in use' in _log_end(self.log_path):   # gRPC's bind error
+      raise PortInUseError(self.port, port_flag)
+    tail = log_tail(self.log_path)
+    raise WorkerStartError(
+        f'the TFF worker on port {self.port} {what} at start; the end of its log '
+        f'{self.log_path}: {tail or "(empty)"}')
 
   def command(self) -> list:
     """The worker binary's command line."""
@@ -226,10 +320,7 @@ class WorkerProcess:
         self.process.wait()
       except ProcessLookupError:
         pass
-    try:
-      self.channel.close()
-    except Exception:  # pylint: disable=broad-except
-      pass
+    close_channel(self.channel)
     if getattr(self, 'bridge', None) is not None:
       self.bridge.close()
     if not self._log.closed:
