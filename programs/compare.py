@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.analysis import figures, groups, tables  # noqa: E402
+from tff_meta.core import tables as core_tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
 from tff_meta.program import errors  # noqa: E402
@@ -138,7 +139,7 @@ def main(argv):
   print(f'\nMean over seeds {seeds}; "±" is the std of accuracy across those runs.\n' + table)
   reading = '\n'.join(line for line in (_reading(rows, seeds), _settings(cfg, per_method)) if line)
   print('\n' + reading)
-  tables.write_csv(rows, os.path.join(out, 'comparison.csv'))
+  core_tables.write_csv(rows, os.path.join(out, 'comparison.csv'))
   files.write_text(os.path.join(out, 'comparison.md'),
                    f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n\n'
                    f'{reading}\n')

@@ -26,7 +26,7 @@ from absl import flags  # noqa: E402
 
 from tff_meta.core import run_folder  # noqa: E402
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
-from tff_meta.analysis import tables  # noqa: E402
+from tff_meta.core import tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import experiment  # noqa: E402
 from tff_meta.program import errors  # noqa: E402

@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.analysis import tables
+from tff_meta.core import tables
 from tff_meta.program import accounting
 
 DEFAULT_ALGORITHMS = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_metasgd')

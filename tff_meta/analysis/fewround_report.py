@@ -45,7 +45,7 @@ from tff_meta.core import provenance, run_folder
 from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
 from tff_meta.analysis.fewround_figures import meta_training_markdown, plot
-from tff_meta.analysis.tables import markdown_table, write_csv
+from tff_meta.core.tables import markdown_table, write_csv
 from tff_meta.core.files import write_text
 from tff_meta.core.run_folder import RESULTS_FILE, RunFolderError
 

@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.core.run_folder import METRICS_FILE, PRETRAIN_DIR, read_by_key
 
 

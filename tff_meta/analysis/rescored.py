@@ -33,7 +33,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.analysis.groups import t_ci95
-from tff_meta.analysis.tables import markdown_table, pct
+from tff_meta.core.tables import markdown_table, pct
 
 class ScoresError(ValueError):
   """A folder without scores, or a file that is not one of programs.evaluate's."""

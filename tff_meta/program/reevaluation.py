@@ -53,7 +53,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import ALGORITHMS
-from tff_meta.analysis.tables import markdown_table, pct
+from tff_meta.core.tables import markdown_table, pct
 from tff_meta.data import protocol
 from tff_meta.data.registry import DATASETS, load_dataset
 from tff_meta.data.types import DataError, FederatedDataset

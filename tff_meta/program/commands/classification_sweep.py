@@ -15,7 +15,7 @@ import os
 import numpy as np
 from absl import flags
 
-from tff_meta.analysis import tables
+from tff_meta.core import tables
 from tff_meta.program import config as config_lib
 from tff_meta.program import executor, experiment
 from tff_meta.program import errors

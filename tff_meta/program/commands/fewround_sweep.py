@@ -14,7 +14,7 @@ import os
 from absl import flags
 
 from tff_meta.core import config_file
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.core.config_file import ConfigError
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment
