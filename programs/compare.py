@@ -21,6 +21,7 @@ example is worth, so that small gaps are read as what they are.
 
 import dataclasses
 import os
+import sys
 
 from tff_meta.core import startup  # noqa: E402
 
@@ -34,7 +35,7 @@ from tff_meta.analysis import figures, groups, tables  # noqa: E402
 from tff_meta.core import tables as core_tables  # noqa: E402
 from tff_meta.program import config as config_lib  # noqa: E402
 from tff_meta.program import executor, experiment  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
+from tff_meta.program import errors, tasks  # noqa: E402
 from tff_meta.core import files
 from tff_meta.core.run_folder import load_run  # noqa: E402
 
@@ -101,6 +102,7 @@ def _settings(cfg, per_method) -> str:
 def main(argv):
   del argv
   try:
+    tasks.require('compare', tasks.task_of_argv(sys.argv[1:]))
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
     # --algorithms is the config key's flag; neither given: FedMeta's five methods.
     names = cfg.algorithms or DEFAULT_METHODS
