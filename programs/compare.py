@@ -33,8 +33,9 @@ import numpy as np  # noqa: E402
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.analysis import figures, groups, tables  # noqa: E402
 from tff_meta.core import tables as core_tables  # noqa: E402
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import executor, experiment  # noqa: E402
+from tff_meta.classification import config as config_lib  # noqa: E402
+from tff_meta.classification import experiment  # noqa: E402
+from tff_meta.program import executor  # noqa: E402
 from tff_meta.program import errors, tasks  # noqa: E402
 from tff_meta.core import files
 from tff_meta.core.run_folder import load_run  # noqa: E402

@@ -18,7 +18,7 @@ clients of another dataset instead of the test clients (e.g. writers the run
 never saw), each split by the run's support fraction and seed; --support_fraction
 splits the scored clients at another fraction (FedAvg trained once gives every
 support column). See
-tff_meta/program/reevaluation.py.
+tff_meta/classification/reevaluation.py.
 """
 
 import os
@@ -30,8 +30,9 @@ startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noi
 from absl import flags  # noqa: E402
 
 from tff_meta.core.run_folder import CONFIG_FILE  # noqa: E402
-from tff_meta.program import errors, executor, reevaluation, tasks  # noqa: E402
-from tff_meta.program.config import ConfigError  # noqa: E402
+from tff_meta.classification import reevaluation  # noqa: E402
+from tff_meta.program import errors, executor, tasks  # noqa: E402
+from tff_meta.core.config_file import ConfigError  # noqa: E402
 
 flags.DEFINE_string('run_dir', None, 'The run folder (--output_dir of programs.train).')
 flags.DEFINE_string('eval_inner_steps', None, 'Comma-separated inner steps at evaluation, e.g. '

@@ -27,8 +27,8 @@ from absl import flags  # noqa: E402
 from tff_meta.core import run_folder  # noqa: E402
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.core import tables  # noqa: E402
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import experiment  # noqa: E402
+from tff_meta.classification import config as config_lib  # noqa: E402
+from tff_meta.classification import experiment  # noqa: E402
 from tff_meta.program import errors, tasks  # noqa: E402
 
 # --methods' names (the cell configs' suffixes) -> the algorithm each cell runs.

@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.core import tables
-from tff_meta.program import accounting
+from tff_meta.classification import accounting
 
 DEFAULT_ALGORITHMS = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_metasgd')
 DEFAULT_EPSILONS = '1,2,4,8,inf'

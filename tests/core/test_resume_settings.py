@@ -17,8 +17,8 @@ from tff_meta.core import resume
 from tff_meta.core import config_file, run_folder
 from tff_meta.fewround import config as fewround_config
 from tff_meta.fewround import experiment as fewround_experiment
-from tff_meta.program import config as train_config
-from tff_meta.program import experiment as train_experiment
+from tff_meta.classification import config as train_config
+from tff_meta.classification import experiment as train_experiment
 from tff_meta.recommendation import config as recommend_config
 from tff_meta.recommendation import experiment as recommend_experiment
 

@@ -45,7 +45,7 @@ def _key_defaults() -> Dict[str, Any]:
   """Flattened config key -> its default: a config.toml written before a key existed had the
   config field's default."""
   from tff_meta.core import config_file  # pylint: disable=g-import-not-at-top
-  from tff_meta.program import config as program_config  # pylint: disable=g-import-not-at-top
+  from tff_meta.classification import config as program_config  # pylint: disable=g-import-not-at-top
   return {**config_file.key_defaults(program_config.ExperimentConfig),
           **config_file.key_defaults(program_config.Hparams, prefix='hparams.')}
 

@@ -1,7 +1,7 @@
 """Finished runs scored again on other clients, summarised per method.
 
 `programs.evaluate` writes one JSON per run it re-scores
-(`program/reevaluation.py`): the run's seed, and per evaluation setting a row
+(`classification/reevaluation.py`): the run's seed, and per evaluation setting a row
 with its method, its accuracy over all query points and the accuracy of each
 client with the client's id. With `--clients_from` the clients are another
 dataset's (e.g. FEMNIST writers the runs never saw), split into support and

@@ -1,6 +1,6 @@
 """Config files: TOML read into a dataclass, written back, and one override flag per key.
 
-The three kinds of config (training: `program/config.py`, few-round:
+The three kinds of config (training: `classification/config.py`, few-round:
 `fewround/config.py`, recommendation: `recommendation/config.py`) are
 dataclasses whose fields carry their help text and range (`fields.field`,
 `table`), so the flags, their help, the range errors and docs/CONFIG.md follow

@@ -1,6 +1,6 @@
 """Declared fields: one `field` for every config key and every hyperparameter.
 
-A config class (`program/config.py`, `fewround/config.py`,
+A config class (`classification/config.py`, `fewround/config.py`,
 `recommendation/config.py`) and an algorithm's hparams dataclass
 (`algorithms/hparams.py`) declare each value with `field(default, help,
 check)`. From that one declaration come the flag and its help

@@ -4,7 +4,7 @@ A task is one of the papers' protocols:
 
 - `classification`: clients with support/query splits, trained by an
   `algorithms` entry (FedMeta, FedEC and the report's protocol;
-  `program/config.py`);
+  `classification/config.py`);
 - `fewround`: few-round learning's episodes of unseen classes (Park et al.,
   "Few-Round Learning for Federated Learning"; `fewround/config.py`);
 - `recommendation`: users of a recommender (Chen et al., "Federated
@@ -37,7 +37,7 @@ from tff_meta.core.config_file import ConfigError, load_toml
 from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.program.commands import (classification_sweep, classification_train,
                                        fewround_sweep, fewround_train, recommendation_train)
-from tff_meta.program.config import ExperimentConfig
+from tff_meta.classification.config import ExperimentConfig
 from tff_meta.recommendation.config import RecommendConfig
 
 

@@ -16,8 +16,9 @@ import numpy as np
 from absl import flags
 
 from tff_meta.core import tables
-from tff_meta.program import config as config_lib
-from tff_meta.program import executor, experiment
+from tff_meta.classification import config as config_lib
+from tff_meta.classification import experiment
+from tff_meta.program import executor
 from tff_meta.program import errors
 from tff_meta.core import files
 

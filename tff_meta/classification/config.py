@@ -25,7 +25,7 @@ from tff_meta.core.fields import Check, at_least, check_fields, field, fraction,
 from tff_meta.data import DATASETS
 from tff_meta.data.registry import takes_option
 from tff_meta.models import MODELS
-from tff_meta.program import config_checks, privacy
+from tff_meta.classification import config_checks, privacy
 
 _FEDMETA_FIVE = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 
@@ -88,10 +88,10 @@ class ExperimentConfig:
       -1.0, 'Memory budget of each local TFF worker in MB, from which a run with '
       'max_concurrent_calls = -1 sizes the client calls the worker runs at once and, if not '
       'even one fits next to the resident server state, sends the state each round '
-      '(program/memory_choice.py; same results). -1 = 2000 on machines with less than 16 GiB '
+      '(runtime/memory_choice.py; same results). -1 = 2000 on machines with less than 16 GiB '
       'of memory, no budget elsewhere; 0 = no budget.',
       Check('-1 (the default for this machine), 0 (no budget) or > 0', lambda v: v == -1 or v >= 0))
-  # Differential privacy and secure aggregation of the update (tff_meta/program/privacy.py).
+  # Differential privacy and secure aggregation of the update (tff_meta/classification/privacy.py).
   dp_noise_multiplier: float = field(
       0.0, 'Differential privacy: noise multiplier z; the sum of clipped updates gets '
       'N(0, (z * clip)^2) noise (0 = no noise, epsilon = inf). Needs dp_clip. See '

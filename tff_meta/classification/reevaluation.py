@@ -59,10 +59,10 @@ from tff_meta.data.registry import DATASETS, load_dataset
 from tff_meta.data.types import DataError, FederatedDataset
 from tff_meta.core import checkpoints, files
 from tff_meta.core.fields import check_fields
-from tff_meta.program import experiment
-from tff_meta.program import config as config_lib
-from tff_meta.program.config import ConfigError
-from tff_meta.program.round_evaluation import Evaluation
+from tff_meta.classification import experiment
+from tff_meta.classification import config as config_lib
+from tff_meta.classification.config import ConfigError
+from tff_meta.classification.round_evaluation import Evaluation
 from tff_meta.core.run_folder import (CHECKPOINTS_DIR, CONFIG_FILE, EVAL_FILE,
                                  METRICS_FILE, RESULTS_FILE)
 
