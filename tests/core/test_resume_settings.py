@@ -152,15 +152,6 @@ def test_few_round_refuses_other_settings_and_allows_test_settings(tmp_path):
   assert saved['episodes'] == 200 and saved['test_rounds'] == [1, 2, 3]
 
 
-def test_few_round_reads_an_old_config_with_renamed_keys(tmp_path):
-  out = tmp_path / 'run'
-  out.mkdir()
-  cfg = fewround_config.FewRoundConfig(output_dir=str(out))
-  text = config_file.to_toml(cfg).replace('server_lr =', 'meta_lr =')
-  (out / run_folder.CONFIG_FILE).write_text(text)
-  fewround_experiment.prepare_output(cfg, str(out))   # the same setting under its old name
-
-
 # --------------------------------------------------------------------------- recommend
 
 def test_recommend_refuses_other_settings_before_it_prepares_data(tmp_path):

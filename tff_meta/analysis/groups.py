@@ -38,7 +38,7 @@ _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'chec
                                'method_hparams', 'algorithm', 'dataset', 'model',
                                'support_fraction', 'data.cache_dir', 'data.download',
                                # round paths with identical results (tests check this)
-                               'resident_state', 'rounds_per_call', 'clients_per_call'})
+                               'resident_state', 'clients_per_call'})
 
 
 def _key_defaults() -> Dict[str, Any]:

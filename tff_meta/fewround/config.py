@@ -137,8 +137,7 @@ MAY_GROW = frozenset({'episodes'})
 def resume_rules() -> Dict[str, Any]:
   """`resume.check_resume`'s rules for a programs.train run folder."""
   return dict(may_differ=EXECUTION_ONLY | RETESTED, may_grow=MAY_GROW,
-              defaults=tomllib.loads(config_file.to_toml(FewRoundConfig())),
-              renamed=config_file.OLD_KEYS)
+              defaults=tomllib.loads(config_file.to_toml(FewRoundConfig())))
 
 
 def load(path: Optional[str], overrides: Optional[Dict[str, Any]] = None) -> FewRoundConfig:

@@ -226,8 +226,7 @@ TABLE_ONLY = frozenset({'methods'})
 def resume_rules() -> Dict[str, Any]:
   """`resume.check_resume`'s rules for a programs.train run folder."""
   return dict(may_differ=EXECUTION_ONLY | TABLE_ONLY,
-              defaults=tomllib.loads(config_file.to_toml(RecommendConfig())),
-              renamed=config_file.OLD_KEYS)
+              defaults=tomllib.loads(config_file.to_toml(RecommendConfig())))
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(RecommendConfig)}
