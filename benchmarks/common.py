@@ -17,10 +17,10 @@ import tensorflow_federated as tff
 
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.algorithms import process as process_lib
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.data import load_dataset, protocol
-from tff_meta.program.config import ExperimentConfig
-from tff_meta.program.runner_choice import choose_runner
+from tff_meta.classification.config import ExperimentConfig
+from tff_meta.runtime.runner_choice import choose_runner
 from tff_meta.runtime import workers
 from tff_meta.runtime.resident import ResidentRounds
 from tff_meta.runtime.rounds import PlainRounds

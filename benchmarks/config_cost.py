@@ -28,12 +28,12 @@ from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import experiment  # noqa: E402
+from tff_meta.classification import config as config_lib  # noqa: E402
+from tff_meta.classification import experiment  # noqa: E402
 from tff_meta.core import logs
-from tff_meta.program.runner_choice import choose_runner  # noqa: E402
-from tff_meta.program.round_evaluation import Evaluation  # noqa: E402
-from tff_meta.program.training_loop import RoundSampler  # noqa: E402
+from tff_meta.runtime.runner_choice import choose_runner  # noqa: E402
+from tff_meta.classification.round_evaluation import Evaluation  # noqa: E402
+from tff_meta.classification.training_loop import RoundSampler  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 
 flags.DEFINE_list('configs', ['configs/fedmeta/table2_shakespeare_p20_maml.toml'],

@@ -25,7 +25,7 @@ import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
 from tff_meta.core import logs  # noqa: E402
-from tff_meta.program.training_loop import RoundSampler  # noqa: E402
+from tff_meta.classification.training_loop import RoundSampler  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.resident import ResidentRounds  # noqa: E402
 from tff_meta.runtime.rounds import PlainRounds  # noqa: E402

@@ -21,6 +21,7 @@ example is worth, so that small gaps are read as what they are.
 
 import dataclasses
 import os
+import sys
 
 from tff_meta.core import startup  # noqa: E402
 
@@ -31,9 +32,11 @@ import numpy as np  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
 from tff_meta.analysis import figures, groups, tables  # noqa: E402
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import executor, experiment  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
+from tff_meta.core import tables as core_tables  # noqa: E402
+from tff_meta.classification import config as config_lib  # noqa: E402
+from tff_meta.classification import experiment  # noqa: E402
+from tff_meta.program import executor  # noqa: E402
+from tff_meta.program import errors, tasks  # noqa: E402
 from tff_meta.core import files
 from tff_meta.core.run_folder import load_run  # noqa: E402
 
@@ -93,6 +96,7 @@ def _settings(cfg, per_method) -> str:
 def main(argv):
   del argv
   try:
+    tasks.require('compare', tasks.task_of_argv(sys.argv[1:]))
     cfg = config_lib.load(FLAGS.config, config_lib.overrides_from_flags(FLAGS))
     # --algorithms is the config key's flag; neither given: FedMeta's five methods.
     names = cfg.algorithms or DEFAULT_METHODS
@@ -131,7 +135,7 @@ def main(argv):
   print(f'\nMean over seeds {seeds}; "±" is the sample std (ddof = 1) of accuracy across those runs.\n' + table)
   reading = '\n'.join(line for line in (_reading(rows, seeds), _settings(cfg, per_method)) if line)
   print('\n' + reading)
-  tables.write_csv(rows, os.path.join(out, 'comparison.csv'))
+  core_tables.write_csv(rows, os.path.join(out, 'comparison.csv'))
   files.write_text(os.path.join(out, 'comparison.md'),
                    f'{cfg.dataset}, model {cfg.model}, {cfg.rounds} rounds, seeds {seeds}\n\n{table}\n\n'
                    f'{reading}\n')

@@ -18,7 +18,7 @@ clients of another dataset instead of the test clients (e.g. writers the run
 never saw), each split by the run's support fraction and seed; --support_fraction
 splits the scored clients at another fraction (FedAvg trained once gives every
 support column). See
-tff_meta/program/reevaluation.py.
+tff_meta/classification/reevaluation.py.
 """
 
 import os
@@ -29,8 +29,10 @@ startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noi
 
 from absl import flags  # noqa: E402
 
-from tff_meta.program import errors, executor, reevaluation  # noqa: E402
-from tff_meta.program.config import ConfigError  # noqa: E402
+from tff_meta.core.run_folder import CONFIG_FILE  # noqa: E402
+from tff_meta.classification import reevaluation  # noqa: E402
+from tff_meta.program import errors, executor, tasks  # noqa: E402
+from tff_meta.core.config_file import ConfigError  # noqa: E402
 
 flags.DEFINE_string('run_dir', None, 'The run folder (--output_dir of programs.train).')
 flags.DEFINE_string('eval_inner_steps', None, 'Comma-separated inner steps at evaluation, e.g. '
@@ -65,6 +67,9 @@ def main(argv):
   del argv
   if not FLAGS.run_dir:
     raise ConfigError('--run_dir is required: the folder of a finished programs.train run.')
+  saved = os.path.join(FLAGS.run_dir, CONFIG_FILE)
+  if os.path.isfile(saved):   # classification only (program/tasks.py)
+    tasks.require('evaluate', tasks.task_of_file(saved))
   values = {flag: reevaluation.parse_values(flag, getattr(FLAGS, flag))
             for flag in reevaluation.KNOBS}
   settings = reevaluation.settings(values)

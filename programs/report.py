@@ -116,10 +116,11 @@ def main(argv):
     out = FLAGS.output_dir if len(found) == 1 else os.path.join(FLAGS.output_dir, name)
     if len(found) > 1:
       print(f'\n# {name} ({len(folders)} run folders)\n')
-    if name == 'classification':
+    task = tasks.get(name)
+    if task is tasks.CLASSIFICATION:   # its report takes --target_accuracy too
       _classification(folders if len(found) > 1 else FLAGS.runs, out)
       continue
-    module = tasks.report_module(name)
+    module = task.report
     cli.print_report(module.build(folders, out, FLAGS.reference or module.REFERENCE), out)
 
 

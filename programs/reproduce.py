@@ -26,10 +26,10 @@ from absl import flags  # noqa: E402
 
 from tff_meta.core import run_folder  # noqa: E402
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
-from tff_meta.analysis import tables  # noqa: E402
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.program import experiment  # noqa: E402
-from tff_meta.program import errors  # noqa: E402
+from tff_meta.core import tables  # noqa: E402
+from tff_meta.classification import config as config_lib  # noqa: E402
+from tff_meta.classification import experiment  # noqa: E402
+from tff_meta.program import errors, tasks  # noqa: E402
 
 # --methods' names (the cell configs' suffixes) -> the algorithm each cell runs.
 METHODS = {'fedavg': 'fedavg', 'fedavg_meta': 'fedavg_meta', 'maml': 'fedmeta_maml',
@@ -84,6 +84,10 @@ def main(argv):
           errors.fail(config_lib.ConfigError(
               f'no config {path}; known: '
               f'{sorted(glob.glob(os.path.join(FLAGS.config_dir, "table2_*.toml")))[:4]}...'))
+        try:
+          tasks.require('reproduce', tasks.task_of_file(path))
+        except ValueError as e:
+          errors.fail(e)
         accs, stds, hours = [], [], []
         for seed in seeds:
           try:

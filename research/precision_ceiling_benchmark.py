@@ -22,7 +22,7 @@ import re
 import numpy as np
 from absl import flags
 
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from research.movielens_synth import synth as movielens_synth
 from tff_meta.data.movielens import load_movielens
 from tff_meta.data.types import DataError

@@ -1,7 +1,7 @@
 """Renames old config keys in run folders, once: `meta_lr` -> `server_lr` and the like.
 
-The config readers have no renamed-key shims: a key that was renamed
-(`tff_meta.core.config_file.OLD_KEYS`) is an error that names its new name.
+The config readers have no renamed-key shims: a key that was renamed (`OLD_KEYS`
+below) is an unknown key to them.
 A run folder written before the rename keeps old keys in its `config.toml`
 and, for a few-round run, in the TOML string under `config` of its
 `results.json`, which the report reads. This rewrites both, the key names
@@ -21,7 +21,10 @@ import re
 import sys
 
 from tff_meta.core import files
-from tff_meta.core.config_file import OLD_KEYS
+
+# Keys renamed in the past, old name -> new name; only this script knows them.
+OLD_KEYS = {'meta_lr': 'server_lr', 'meta_lr_decay_episode': 'server_lr_decay_episode',
+            'meta_optimizer': 'server_optimizer'}
 
 _OLD_KEY_LINE = re.compile(r'^(%s)(\s*=)' % '|'.join(map(re.escape, OLD_KEYS)), re.MULTILINE)
 

@@ -36,8 +36,7 @@ def _task_flags(program: str, before) -> set:
   """The union of the flags every task's command for `program` defines."""
   from tff_meta.program import tasks  # pylint: disable=g-import-not-at-top
   names = set()
-  for name in tasks.TASKS.names():
-    task = tasks.TASKS.get(name)
+  for task in tasks.TASKS:
     if program in task.commands:
       task.command(program).define_flags()
       defined = set(flags.FLAGS)

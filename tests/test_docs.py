@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import REPO
 from tff_meta.fewround import config as fewround_config
-from tff_meta.program import config as train_config
+from tff_meta.classification import config as train_config
 from tff_meta.program import config_doc
 from tff_meta.recommendation import config as recommend_config
 

@@ -44,7 +44,7 @@ from typing import Dict, Iterator, Mapping, Tuple
 
 import numpy as np
 
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.data.movielens import RatingsDataset
 from tff_meta.recommendation import baselines, metrics, tasks
 

@@ -28,10 +28,11 @@ from absl import flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from tff_meta.algorithms import ALGORITHMS  # noqa: E402
-from tff_meta.program import accounting, errors, executor, experiment  # noqa: E402
+from tff_meta.classification import accounting, experiment  # noqa: E402
+from tff_meta.program import errors, executor  # noqa: E402
 from tff_meta.core import checkpoints
-from tff_meta.program import config as config_lib  # noqa: E402
-from tff_meta.analysis import tables  # noqa: E402
+from tff_meta.classification import config as config_lib  # noqa: E402
+from tff_meta.core import tables  # noqa: E402
 from tff_meta.core import files  # noqa: E402
 from research.privacy_curve import curve as curve  # noqa: E402
 from tff_meta.core.run_folder import CHECKPOINTS_DIR  # noqa: E402

@@ -31,8 +31,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.analysis import tables
-from tff_meta.program import accounting
+from tff_meta.analysis.tables import seed_std
+from tff_meta.core import tables
+from tff_meta.classification import accounting
 
 DEFAULT_ALGORITHMS = ('fedavg', 'fedavg_meta', 'fedmeta_maml', 'fedmeta_metasgd')
 DEFAULT_EPSILONS = '1,2,4,8,inf'
@@ -158,7 +159,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
                     epsilon=float(np.mean([float(r['epsilon']) for r in group])),
                     noise_multiplier=float(np.mean([float(r['noise_multiplier']) for r in group])),
                     clip=float(np.mean([float(r['clip']) for r in group])),
-                    accuracy=float(np.mean(acc)), accuracy_std=tables.seed_std(acc),
+                    accuracy=float(np.mean(acc)), accuracy_std=seed_std(acc),
                     seeds=len(group)))
   return out
 

@@ -1,13 +1,6 @@
-"""tff_meta/analysis/tables.py: the exact Markdown text that the report, the programs and the README
-catalog print."""
+"""tff_meta/analysis/tables.py: the run summary's exact Markdown text."""
 
 from tff_meta.analysis import tables
-
-
-def test_markdown_table_text():
-  assert tables.markdown_table(['a', 'b c'], [[1, 'x'], [2.5, '']]) == (
-      '| a | b c |\n|---|---|\n| 1 | x |\n| 2.5 |  |')
-  assert tables.markdown_table(['only'], []) == '| only |\n|---|'
 
 
 def test_format_table_keeps_the_columns_some_row_has():
@@ -29,13 +22,6 @@ def test_the_paired_column_shows_where_a_row_has_it_and_a_dash_elsewhere():
       '| FedAvg | 90.00 | 10 | — |',
       '| MAML | 90.00 | 10 | +2.35 ± 1.50 (20 clients, 2 seed(s)) |']
   assert 'vs FedAvg' not in tables.format_table([base])
-
-
-def test_cost_and_percent_formats():
-  assert tables.num(12345.6) == '12,346' and tables.num(0.012345) == '0.01235'
-  assert tables.mean_pm_std(2.0, 0.5, 1) == '2' and tables.mean_pm_std(2.0, 0.5, 3) == '2 ± 0.5'
-  assert tables.pct(12.5) == '12.50' and tables.pct(3.14159) == '3.14'
-  assert tables.pct_label(0.74) == '74%' and tables.pct_label(None) == 'target'
 
 
 def test_seed_std_is_the_sample_std():

@@ -17,8 +17,8 @@ from tff_meta.core import resume
 from tff_meta.core import config_file, run_folder
 from tff_meta.fewround import config as fewround_config
 from tff_meta.fewround import experiment as fewround_experiment
-from tff_meta.program import config as train_config
-from tff_meta.program import experiment as train_experiment
+from tff_meta.classification import config as train_config
+from tff_meta.classification import experiment as train_experiment
 from tff_meta.recommendation import config as recommend_config
 from tff_meta.recommendation import experiment as recommend_experiment
 
@@ -150,15 +150,6 @@ def test_few_round_refuses_other_settings_and_allows_test_settings(tmp_path):
       episodes=200, name='again'), out)
   saved = tomllib.loads((tmp_path / 'run' / run_folder.CONFIG_FILE).read_text())
   assert saved['episodes'] == 200 and saved['test_rounds'] == [1, 2, 3]
-
-
-def test_few_round_reads_an_old_config_with_renamed_keys(tmp_path):
-  out = tmp_path / 'run'
-  out.mkdir()
-  cfg = fewround_config.FewRoundConfig(output_dir=str(out))
-  text = config_file.to_toml(cfg).replace('server_lr =', 'meta_lr =')
-  (out / run_folder.CONFIG_FILE).write_text(text)
-  fewround_experiment.prepare_output(cfg, str(out))   # the same setting under its old name
 
 
 # --------------------------------------------------------------------------- recommend

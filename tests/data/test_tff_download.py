@@ -18,7 +18,7 @@ from tensorflow_federated.python.simulation.datasets import download
 from tests.conftest import FIXTURES, TFF_GET_COMPRESSED_FILE
 from tff_meta.data import load_dataset, tff_native, tff_sqlite
 from tff_meta.data.types import DataError
-from tff_meta.program import config as config_lib
+from tff_meta.classification import config as config_lib
 
 TFF_DIR = os.path.join(FIXTURES, 'tff')
 

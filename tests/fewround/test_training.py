@@ -114,21 +114,3 @@ def test_resuming_another_configuration_is_refused(tmp_path):
   experiment.prepare_output(rescored, out)
   with pytest.raises(RunFolderError, match='inner_lr: 0.1 -> 0.3'):
     experiment.prepare_output(config_lib.load(None, {'episodes': 20, 'inner_lr': 0.3}), out)
-
-
-def test_a_run_saved_with_the_old_beta_names_resumes(tmp_path):
-  # A run folder from before beta was renamed (meta_lr -> server_lr) holds the same setting:
-  # the resume check reads its old keys by their new names (config_file.OLD_KEYS).
-  out = str(tmp_path / 'run')
-  os.makedirs(os.path.join(out, 'frl_distance', 'checkpoints', 'program_state_5'))
-  with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write('episodes = 10\nmeta_lr = 0.01\nmeta_lr_decay_episode = 5000\n')
-  experiment.prepare_output(config_lib.load(None, {'episodes': 20}), out)
-  with open(os.path.join(out, 'config.toml')) as f:
-    assert 'server_lr = 0.01\nserver_lr_decay_episode = 5000\n' in f.read()
-  with open(os.path.join(out, 'config.toml'), 'w') as f:
-    f.write('meta_lr = 0.01\nmeta_lr_decay_episode = 5000\n')
-  with pytest.raises(RunFolderError, match='server_lr_decay_episode: 5000 -> 625'):
-    experiment.prepare_output(config_lib.load(None, {'server_lr_decay_episode': 625}), out)
-
-

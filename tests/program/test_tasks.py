@@ -1,10 +1,9 @@
-"""program/tasks.py: a config's keys name its task; a task is one registry entry
+"""program/tasks.py: a config's keys name its task; a task is one object in TASKS
 (docs/ADDING_AN_ALGORITHM.md, "Adding a task")."""
 
 import dataclasses
 import json
 import os
-import sys
 import types
 
 import pytest
@@ -34,18 +33,15 @@ class ToyReport:
     return runs
 
 
+TOY_COMMAND = types.SimpleNamespace(define_flags=lambda: None, main=lambda argv: None)
+
+
 @pytest.fixture
 def toy_task(monkeypatch):
-  for name, module in (('toy_task_config', types.SimpleNamespace(ToyConfig=ToyConfig)),
-                       ('toy_task_command', types.SimpleNamespace(define_flags=lambda: None,
-                                                                  main=lambda argv: None)),
-                       ('toy_task_report', ToyReport)):
-    monkeypatch.setitem(sys.modules, name, module)
-  task = tasks.Task('toy', 'toy config', 'toy_task_config:ToyConfig',
-                    {'train': 'toy_task_command'}, 'toy_task_report')
-  tasks.TASKS.add('toy', task)
+  task = tasks.Task('toy', 'toy config', ToyConfig, {'train': TOY_COMMAND}, ToyReport,
+                    frozenset({'train', 'report'}))
+  monkeypatch.setattr(tasks, 'TASKS', tasks.TASKS + (task,))
   yield task
-  tasks.TASKS.remove('toy')
 
 
 def test_the_config_keys_name_the_task(toy_task, tmp_path):
@@ -60,11 +56,24 @@ def test_the_config_keys_name_the_task(toy_task, tmp_path):
   assert tasks.task_of_argv([]).name == 'classification'
 
 
-def test_a_task_runs_only_the_programs_it_has_a_command_for(toy_task):
-  assert toy_task.command('train') is sys.modules['toy_task_command']
-  with pytest.raises(ConfigError, match='programs.sweep has no command for a toy config; it '
-                     'runs classification and fewround configs'):
+def test_a_task_runs_only_the_programs_it_serves(toy_task):
+  assert toy_task.command('train') is TOY_COMMAND
+  with pytest.raises(ConfigError, match='programs.sweep supports classification and fewround; '
+                     'toy is not one of them'):
     toy_task.command('sweep')
+  for program in ('compare', 'reproduce', 'evaluate'):
+    tasks.require(program, tasks.CLASSIFICATION)
+    for task in (tasks.FEWROUND, tasks.RECOMMENDATION, toy_task):
+      with pytest.raises(ConfigError, match=f'programs.{program} supports classification; '
+                         f'{task.name} is not one of them'):
+        tasks.require(program, task)
+
+
+def test_the_order_is_explicit_and_every_task_serves_train_and_report():
+  assert [t.name for t in tasks.TASKS] == ['classification', 'fewround', 'recommendation']
+  for task in tasks.TASKS:
+    assert {'train', 'report'} <= task.programs and set(task.commands) <= task.programs
+    assert tasks.get(task.name) is task
 
 
 def test_reports_find_each_tasks_runs_and_classification_takes_the_rest(toy_task, tmp_path):

@@ -20,7 +20,7 @@ from tests.programs.program_client import Runner, assert_clean_error, snapshot
 from tff_meta.data import protocol
 from tff_meta.data.embedded import load_digits
 from tff_meta.data import client_data
-from tff_meta.program import experiment, reevaluation
+from tff_meta.classification import experiment, reevaluation
 
 pytestmark = pytest.mark.slow   # runs programs as subprocesses
 

@@ -585,9 +585,7 @@ def test_reproduce_damaged_paper_table(runner, tmp_path):
     (['--config=configs/recommend/movielens_p80.toml', '--rating_init=zeros'],
      'rating_init must be one of keras, bias'),
     (['--config=configs/recommend/movielens_p80.toml', '--validation_fraction=1'],
-     'validation_fraction must be in [0, 1)'),
-    (['--config=configs/recommend/movielens_p80.toml', '--meta_optimizer=sgd'],
-     "'meta_optimizer'; it was renamed 'server_optimizer': write --server_optimizer")])
+     'validation_fraction must be in [0, 1)')])
 def test_recommend_bad_inputs(runner, tmp_path, args, expect):
   assert_clean_error(runner.run('programs.train', *args, f'--output_dir={tmp_path}/o'), expect)
 
@@ -608,7 +606,6 @@ FEW = 'configs/fewround/femnist62_5way_iid.toml'
     (['--data_path=/nonexistent/tff', '--no_download'],
      "'/nonexistent/tff/emnist_all.sqlite' (downloading is off"),
     (['--n_way=abc'], 'n_way'),
-    (['--meta_lr=0.001'], "'meta_lr'; it was renamed 'server_lr': write --server_lr instead"),
     # Requests the class split cannot meet (FEMNIST-62 as 40 / 10 / 12 classes), before any write.
     (['--n_way=13', '--examples_per_class=6', f'--data_path={FIXTURES}/tff'],
      'n_way = 13 needs 13 classes per episode, but the test part'),
@@ -624,8 +621,7 @@ def test_few_round_bad_inputs(runner, tmp_path, args, expect):
 @pytest.mark.parametrize('args, expect', [
     ([], 'at least one --grid'), (['--grid=inner_lr'], 'KEY=V1,V2'),
     (['--grid=methods=a,b'], 'not a sweepable'), (['--grid=inner_lr=x,y'], 'inner_lr'),
-    (['--grid=meta_lr=0.1,0.01'], "'meta_lr' is not a sweepable config key; it was renamed "
-     "'server_lr'")])
+    (['--grid=meta_lr=0.1,0.01'], "'meta_lr' is not a sweepable config key")])
 def test_few_round_sweep_bad_grid(runner, tmp_path, args, expect):
   proc = runner.run('programs.sweep', f'--config={FEW}', *args,
                     f'--output_dir={tmp_path}/o')

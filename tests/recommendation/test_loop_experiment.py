@@ -74,7 +74,7 @@ def test_bad_config_is_named():
                      match=r"sort_log: expected a bool \(true or false\), got 'maybe'"):
     config.from_dict({'sort_log': 'maybe'})
   with pytest.raises(config.ConfigError,
-                     match="'meta_optimizer'; it was renamed 'server_optimizer'"):
+                     match="unknown key 'meta_optimizer'; valid keys"):
     config.from_dict({'meta_optimizer': 'sgd'})
   with pytest.raises(config.ConfigError, match='self_steps'):
     config.from_dict({'self_steps': '100,x'}).validate()

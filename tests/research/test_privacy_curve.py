@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tff_meta.algorithms import aggregation
-from tff_meta.program import accounting
+from tff_meta.classification import accounting
 from research.privacy_curve import curve as curve
 
 INF = math.inf

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.helpers import program_env
-from tff_meta.program import accounting
+from tff_meta.classification import accounting
 
 pytestmark = pytest.mark.slow   # runs programs as subprocesses
 

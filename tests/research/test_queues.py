@@ -15,7 +15,7 @@ import pytest
 
 from tff_meta.core import config_file
 from tff_meta.fewround.config import FewRoundConfig
-from tff_meta.program import config as program_config
+from tff_meta.classification import config as program_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -4,7 +4,6 @@ import json
 import os
 
 from research import rename_config_keys
-from tff_meta.core import config_file
 from tff_meta.fewround import config as fewround_config
 from tff_meta.recommendation import config as recommend_config
 
@@ -47,4 +46,4 @@ def test_the_committed_run_folders_have_no_old_keys():
         rewrite = (rename_config_keys.renamed_toml if name.endswith('.toml')
                    else rename_config_keys.renamed_results)
         assert rewrite(text) == text, os.path.join(root, name)
-  assert set(config_file.OLD_KEYS) == {'meta_lr', 'meta_lr_decay_episode', 'meta_optimizer'}
+  assert set(rename_config_keys.OLD_KEYS) == {'meta_lr', 'meta_lr_decay_episode', 'meta_optimizer'}

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.data import client_data
-from tff_meta.program.runner_choice import POOL_MIN_CLIENTS, choose_runner, clients_per_call_for
+from tff_meta.runtime.runner_choice import POOL_MIN_CLIENTS, choose_runner, clients_per_call_for
 from tff_meta.runtime import fast_values
 from tff_meta.runtime.grouped_rounds import GroupedRounds
 from tff_meta.runtime.pool import WorkerPool
@@ -145,7 +145,7 @@ def test_clients_per_call_choice_and_notes(capsys):
 
 
 def test_config_refuses_negative_clients_per_call():
-  from tff_meta.program import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tff_meta.classification import config as config_lib  # pylint: disable=g-import-not-at-top
   cfg = config_lib.ExperimentConfig(dataset='digits', model='mlp')
   assert cfg.clients_per_call == 0
   with pytest.raises(config_lib.ConfigError, match='clients_per_call must be >= 0'):

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import sigterm_after_first_line
 from tff_meta.program import executor
-from tff_meta.program.config import ConfigError
+from tff_meta.classification.config import ConfigError
 from tff_meta.runtime import priority
 from tff_meta.runtime import workers
 

@@ -94,6 +94,9 @@ class AlgorithmEntry:
     source: the paper, as named in README's paper list.
     round_flops: FLOPs of one client's round (`RoundFlops`), or None when
       the algorithm has no FLOPs model.
+    scored_also_as: another entry that trains with the same process and state
+      and only evaluates differently (FedAvg -> FedAvg(Meta)); a run of this
+      one can be re-evaluated as that one (`classification.reevaluation`).
   """
   name: str
   display_name: str
@@ -102,6 +105,7 @@ class AlgorithmEntry:
   description: str = ''
   source: str = '—'
   round_flops: Optional[RoundFlops] = None
+  scored_also_as: str = ''
 
   def make_hparams(self, hp=None):
     """`hp` as this algorithm's dataclass (see the class docstring)."""

@@ -112,7 +112,7 @@ base.register(
     base.AlgorithmEntry(
         'fedavg', 'FedAvg', FedAvgHparams, functools.partial(_build, fine_tune=False),
         description='FedAvg: local SGD on all of a client\'s data; scored without adaptation',
-        source='FedMeta', round_flops=round_flops),
+        source='FedMeta', round_flops=round_flops, scored_also_as='fedavg_meta'),
     base.AlgorithmEntry(
         'fedavg_meta', 'FedAvg(Meta)', FedAvgMetaHparams,
         functools.partial(_build, fine_tune=True),

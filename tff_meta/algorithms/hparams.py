@@ -11,6 +11,8 @@ dataclass's `validate()`, which the entry runs before building.
 
 Names follow FedMeta (alpha = inner_lr, beta = server_lr). A name means the
 same thing, with the same default, in every algorithm that reads it; a
+task's config that has the same setting uses this declaration
+(`fields.declared`), with its own default at most; a
 config's `[hparams]` table is the union of every registered algorithm's
 fields (`table`), so one config can set the hparams of all the methods a
 comparison runs.
@@ -92,9 +94,11 @@ class FedAvgServer:
 @dataclasses.dataclass(frozen=True)
 class MetaServer:
   """FedMeta's outer step: beta with SGD (Alg. 1) or Adam (Appendix A.2)."""
-  server_optimizer: str = field('adam', 'FedMeta server optimizer: sgd (Alg. 1), momentum or '
-                                'adam (Appendix A.2).', OPTIMIZER)
-  server_lr: float = field(0.0001, 'beta: FedMeta server (outer) learning rate.', above(0))
+  server_optimizer: str = field('adam', 'Server (outer) optimizer of the meta-update: sgd '
+                                '(FedMeta Alg. 1), momentum or adam (FedMeta Appendix A.2).',
+                                OPTIMIZER)
+  server_lr: float = field(0.0001, 'beta: the server (outer) learning rate of the meta-update.',
+                           above(0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,22 +114,23 @@ class EvalSteps:
 
 @dataclasses.dataclass(frozen=True)
 class InnerRate:
-  inner_lr: float = field(0.001, 'alpha: inner-loop SGD rate (Meta-SGD: its initial value).',
-                          above(0))
+  inner_lr: float = field(0.001, 'alpha: the inner-loop (local) SGD rate on a client\'s support '
+                          'set (Meta-SGD: its initial value).', above(0))
 
 
 @dataclasses.dataclass(frozen=True)
 class InnerLoop(InnerRate, EvalSteps):
   """MAML's inner loop: alpha and the unrolled steps, in training and at evaluation."""
-  inner_steps: int = field(1, 'Inner SGD steps on the support set during meta-training.',
-                           at_least(1))
+  inner_steps: int = field(1, 'Inner SGD steps on a client\'s support set during '
+                           'meta-training.', at_least(1))
 
 
 @dataclasses.dataclass(frozen=True)
 class LocalSteps:
   """Per-FedAvg's tau and pFedMe's R."""
-  local_steps: int = field(10, 'Per-FedAvg tau / pFedMe R: local steps per round, each on '
-                           'fresh minibatches of batch_size.', at_least(1))
+  local_steps: int = field(10, 'Local steps per round: Per-FedAvg tau and pFedMe R (each on '
+                           'fresh minibatches of batch_size), few-round learning E (on the '
+                           'support set).', at_least(1))
 
 
 def _merge_fields(classes: Iterable[type]) -> Dict[str, Tuple[dataclasses.Field, list]]:

@@ -17,7 +17,7 @@ rejected client keeps its old state. Every client state has a `visits` count
 (how many accepted rounds it took part in), so a method can tell a client's
 first participation (FedEC turns its constraint off then, Eq. 6).
 
-The program (`tff_meta.program.client_states.ClientStateStore`) keys the
+The program (`tff_meta.classification.client_states.ClientStateStore`) keys the
 states by client id, creates a client's state from `initial_client_state` on
 its first participation, and checkpoints them with the server state. On real
 devices the same value is what the device keeps on its own disk between

@@ -3,7 +3,7 @@
 No TensorFlow or TFF: these modules read the files a run leaves
 (`tff_meta.core.run_folder`) and write Markdown, CSV and PNG.
 
-- `tables`: the Markdown table writer and the one-row-per-run summary table;
+- `tables`: the one-row-per-run summary table (the Markdown writer is `core.tables`);
 - `groups`: runs grouped by setting and method (seeds, variants) and their
   statistics, with FedMeta's target accuracies (Fig. 3);
 - `figures`: convergence curves (FedMeta Fig. 2, top rows), the per-client

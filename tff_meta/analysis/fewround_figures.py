@@ -15,7 +15,7 @@ import numpy as np
 
 from tff_meta.analysis.figures import _legend, _panels, _pyplot, _save, method_colors
 from tff_meta.analysis.figures import method_linestyles
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.core.run_folder import METRICS_FILE, read_by_key
 
 # `Entry` and `FewRoundRun` in the annotations are fewround_report's (not imported: a cycle).

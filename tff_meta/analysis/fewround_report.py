@@ -18,10 +18,7 @@ them and writes what a reader of Park et al. (2021) compares:
   its mean and 95% CI, and how many seeds' CIs lie above zero;
 - figures: accuracy against R (mean ± std over seeds) and the meta-training
   curves (per-episode meta-train query accuracy, `<run>/<method>/metrics.csv`,
-  a rolling mean, averaged over seeds);
-- whether the cells of one setting, seed and variant that pre-train with
-  FedAvg (fine-tuning via FedAvg, one-shot FL) logged the same training loss
-  in every round (`pretraining.py`): Table 1 compares them from one model.
+  a rolling mean, averaged over seeds).
 
 A seed also draws the class split (`tasks.load_class_split`), so the std over
 seeds includes which classes are unseen. Runs of one method whose configs
@@ -42,11 +39,10 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tff_meta.core import provenance, run_folder
-from tff_meta.analysis import pretraining
 from tff_meta.analysis import variants
 from tff_meta.analysis.fewround_figures import meta_training_markdown, plot
 from tff_meta.analysis import tables
-from tff_meta.analysis.tables import markdown_table, write_csv
+from tff_meta.core.tables import markdown_table, write_csv
 from tff_meta.core.files import write_text
 from tff_meta.core.run_folder import RESULTS_FILE, RunFolderError
 
@@ -167,7 +163,7 @@ Described = Dict[str, Tuple[Setting, Dict[str, str]]]
 
 def _described(runs: Sequence[FewRoundRun]) -> Described:
   """run path -> (its setting, its variant config), read from its config with the keys an
-  older config.toml lacks at their defaults. `group` and `pretraining_groups` key on both;
+  older config.toml lacks at their defaults. `group` (and `research/pretraining.py`) key on both;
   `build` reads it once and passes it to both."""
   from tff_meta.fewround.config import toml_defaults  # pylint: disable=g-import-not-at-top
   defaults = toml_defaults()
@@ -299,19 +295,6 @@ def markdown(entries: Sequence[Entry], rows: Sequence[Dict[str, Any]], reference
   return '\n'.join(lines)
 
 
-def pretraining_groups(runs: Sequence[FewRoundRun], described: Optional[Described] = None
-                       ) -> Dict[Tuple[str, int, str], List[str]]:
-  """(setting label, seed, variant) -> the run folders, for `pretraining.agreement`: the cells
-  that must share a FedAvg pre-training (fine-tuning via FedAvg, one-shot FL)."""
-  described = _described(runs) if described is None else described
-  groups: Dict[Tuple[str, int, str], List[str]] = {}
-  for run in runs:
-    setting, variant = described[run.path]
-    key = ', '.join(f'{k}={v}' for k, v in sorted(variant.items()))
-    groups.setdefault((setting.label, run.seed, key), []).append(run.path)
-  return groups
-
-
 def runs_markdown(runs: Sequence[FewRoundRun]) -> str:
   """## Runs: each folder, its seed and the code version(s) that wrote it."""
   return '\n'.join(['## Runs', '', *(f'- {r.path} (seed {r.seed}, {provenance.describe(r.path)})'
@@ -331,9 +314,6 @@ def build(roots: Sequence[str], output_dir: str, reference: str = REFERENCE) -> 
   meta = meta_training_markdown(entries)
   if meta is not None:
     md += '\n' + meta
-  shared = pretraining.markdown(pretraining.agreement(pretraining_groups(runs, described)))
-  if shared is not None:
-    md += '\n' + shared + '\n'
   md += '\n' + runs_markdown(runs)
   os.makedirs(output_dir, exist_ok=True)
   write_text(os.path.join(output_dir, 'report.md'), md + '\n')

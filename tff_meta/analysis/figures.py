@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from tff_meta.analysis.groups import Group, method_key, pooled_client_accuracies
-from tff_meta.analysis.tables import num, pct_label
+from tff_meta.core.tables import num, pct_label
 from tff_meta.evaluation import fairness
 from tff_meta.core.files import save_figure
 from tff_meta.core.run_folder import Run, Setting

@@ -38,14 +38,14 @@ _NOT_VARIANT_KEYS = frozenset({'name', 'seed', 'output_dir', 'eval_every', 'chec
                                'method_hparams', 'algorithm', 'dataset', 'model',
                                'support_fraction', 'data.cache_dir', 'data.download',
                                # round paths with identical results (tests check this)
-                               'resident_state', 'rounds_per_call', 'clients_per_call'})
+                               'resident_state', 'clients_per_call'})
 
 
 def _key_defaults() -> Dict[str, Any]:
   """Flattened config key -> its default: a config.toml written before a key existed had the
   config field's default."""
   from tff_meta.core import config_file  # pylint: disable=g-import-not-at-top
-  from tff_meta.program import config as program_config  # pylint: disable=g-import-not-at-top
+  from tff_meta.classification import config as program_config  # pylint: disable=g-import-not-at-top
   return {**config_file.key_defaults(program_config.ExperimentConfig),
           **config_file.key_defaults(program_config.Hparams, prefix='hparams.')}
 

@@ -15,7 +15,7 @@ import os
 from typing import Any, Dict, Optional, Sequence
 
 from tff_meta.core import config_file
-from tff_meta.analysis.tables import markdown_table, mean_pm_std, pct
+from tff_meta.core.tables import markdown_table, mean_pm_std, pct
 
 # Our dataset names -> the paper's, and the paper's model for each.
 DATASETS = {'emnist': 'FEMNIST', 'leaf_femnist': 'FEMNIST', 'shakespeare': 'Shakespeare',

@@ -51,7 +51,7 @@ import numpy as np
 from tff_meta.core import provenance
 from tff_meta.analysis import tables, variants
 from tff_meta.analysis.groups import t_ci95
-from tff_meta.analysis.tables import markdown_table, write_csv
+from tff_meta.core.tables import markdown_table, write_csv
 from tff_meta.core.files import write_text
 from tff_meta.core.run_folder import CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders
 

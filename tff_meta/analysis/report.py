@@ -25,8 +25,8 @@ from tff_meta.analysis.groups import (REFERENCE_ALGORITHM, Group, add_cost_ratio
                                       add_paired_differences, fairness_rows, group_runs,
                                       group_stats, late_gain_row, method_key, parse_targets,
                                       target_for)
-from tff_meta.analysis.tables import (markdown_table, mean_pm_std, paired_cell, pct, pct_label,
-                                      write_csv)
+from tff_meta.analysis.tables import paired_cell
+from tff_meta.core.tables import markdown_table, mean_pm_std, pct, pct_label, write_csv
 from tff_meta.evaluation import fairness
 from tff_meta.core.files import write_text
 from tff_meta.core.run_folder import (CONFIG_FILE, RESULTS_FILE, RunFolderError, find_run_folders,

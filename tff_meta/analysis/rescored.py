@@ -1,7 +1,7 @@
 """Finished runs scored again on other clients, summarised per method.
 
 `programs.evaluate` writes one JSON per run it re-scores
-(`program/reevaluation.py`): the run's seed, and per evaluation setting a row
+(`classification/reevaluation.py`): the run's seed, and per evaluation setting a row
 with its method, its accuracy over all query points and the accuracy of each
 client with the client's id. With `--clients_from` the clients are another
 dataset's (e.g. FEMNIST writers the runs never saw), split into support and
@@ -34,7 +34,7 @@ import numpy as np
 
 from tff_meta.analysis.groups import t_ci95
 from tff_meta.analysis import tables
-from tff_meta.analysis.tables import markdown_table, pct
+from tff_meta.core.tables import markdown_table, pct
 
 class ScoresError(ValueError):
   """A folder without scores, or a file that is not one of programs.evaluate's."""

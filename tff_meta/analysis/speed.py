@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import numpy as np
 
 from tff_meta.analysis.figures import _panels, _pyplot, _save
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 
 TIMING_RE = re.compile(r'([\d.]+) \[([\d.]+)-([\d.]+)\]')
 

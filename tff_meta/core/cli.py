@@ -61,7 +61,7 @@ from typing import Callable, NoReturn, Optional, Tuple, Type
 
 from absl import app, flags
 
-from tff_meta.core import config_file, files, logs
+from tff_meta.core import files, logs
 
 INTERNAL_ERROR_EXIT_CODE = 70   # EX_SOFTWARE (sysexits.h)
 INTERRUPTED_EXIT_CODE = 130     # 128 + SIGINT, as shells report Ctrl-C
@@ -273,15 +273,10 @@ def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
 
 
 def parse_flags(argv):
-  """absl's flag parsing, with its errors as one `error:` line instead of `FATAL ...`; an old
-  key's flag (`config_file.OLD_KEYS`) names the new one."""
+  """absl's flag parsing, with its errors as one `error:` line instead of `FATAL ...`."""
   try:
     return flags.FLAGS(argv)
   except flags.Error as e:
-    name = getattr(e, 'flagname', None)
-    if name in config_file.OLD_KEYS:   # absl's "did you mean" would guess another key
-      hint = config_file.renamed_hint(name).replace(': write ', ': write --')
-      fail(f'Unknown command line flag {name!r}{hint}.')
     fail(f'{e} (--helpshort lists the flags).')
 
 

@@ -1,6 +1,6 @@
 """Config files: TOML read into a dataclass, written back, and one override flag per key.
 
-The three kinds of config (training: `program/config.py`, few-round:
+The three kinds of config (training: `classification/config.py`, few-round:
 `fewround/config.py`, recommendation: `recommendation/config.py`) are
 dataclasses whose fields carry their help text and range (`fields.field`,
 `table`), so the flags, their help, the range errors and docs/CONFIG.md follow
@@ -8,8 +8,7 @@ from one declaration. This module holds what they share:
 
 - `load_toml`: the file, a one-line `ConfigError` when it is missing or bad;
 - `coerce_value` / `coerce_dataclass`: each value as its field's type, an
-  unknown key an error that lists the known ones (and, for a key of
-  `OLD_KEYS`, names its new name);
+  unknown key an error that lists the known ones;
 - `to_toml`: the one TOML writer (each run's `config.toml`);
 - `define_flags` / `overrides_from_flags`: a string flag per key, read by the
   same coercion as a file's value, so `--x=v` means what `x = v` means.
@@ -25,13 +24,6 @@ import tomllib
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from tff_meta.core.fields import help_of, range_help
-
-# Keys renamed in the past, old name -> new name. Nothing reads them (run folders written
-# before were rewritten once: docs/DECISIONS.md); a config that still has one
-# gets the unknown-key error, which names the new key.
-OLD_KEYS = {'meta_lr': 'server_lr', 'meta_lr_decay_episode': 'server_lr_decay_episode',
-            'meta_optimizer': 'server_optimizer'}
-
 
 class ConfigError(ValueError):
   """A config value that is wrong; the message names the key and the fix."""
@@ -177,16 +169,8 @@ def _scalar(kind: type, value: Any) -> Any:
   return kind(value)
 
 
-def renamed_hint(key: str) -> str:
-  """For an old key (`OLD_KEYS`): '; it was renamed NEW: write NEW instead (same meaning)'."""
-  new = OLD_KEYS.get(key)
-  return f'; it was renamed {new!r}: write {new} instead (same meaning)' if new else ''
-
-
 def unknown_key(where: str, key: str, known: Iterable[str], more: str = '') -> ConfigError:
-  """The error for a key no field has: it lists the known keys, or names an old key's new name."""
-  if key in OLD_KEYS:
-    return ConfigError(f'{where}: unknown key {key!r}{renamed_hint(key)}.')
+  """The error for a key no field has: it lists the known keys."""
   return ConfigError(f'{where}: unknown key {key!r}; valid keys: {sorted(known)}{more}.')
 
 

@@ -1,12 +1,14 @@
 """Declared fields: one `field` for every config key and every hyperparameter.
 
-A config class (`program/config.py`, `fewround/config.py`,
+A config class (`classification/config.py`, `fewround/config.py`,
 `recommendation/config.py`) and an algorithm's hparams dataclass
 (`algorithms/hparams.py`) declare each value with `field(default, help,
 check)`. From that one declaration come the flag and its help
 (`config_file.define_flags`), the docs' description and the range error
 (`check_fields`): "rounds must be >= 1, got 0." A check that relates several
-fields stays in the class's `validate()`.
+fields stays in the class's `validate()`. A setting several classes share
+(`inner_lr`, `server_lr`, `seed`, ...) is declared once and used elsewhere
+through `declared(source, name, default)`, which may change its default only.
 
 It imports neither TensorFlow nor the rest of the package.
 """
@@ -82,6 +84,20 @@ def field(default, help: str, check: Optional[Check] = None, *,  # pylint: disab
   """
   return dataclasses.field(default=default, metadata={'help': help, 'check': check,
                                                       'item': item, 'symbol': symbol})
+
+
+_UNSET = object()
+
+
+def declared(source: type, name: str, default: Any = _UNSET):
+  """Field `name` of dataclass `source`, used in another class: its help, check, item and
+  symbol come from that one declaration, and only the default may change (a task's own)."""
+  for f in dataclasses.fields(source):
+    if f.name == name:
+      metadata = {'declared_in': f'{source.__module__}.{source.__qualname__}', **f.metadata}
+      return dataclasses.field(default=f.default if default is _UNSET else default,
+                               metadata=metadata)
+  raise TypeError(f'{source.__qualname__} declares no field {name!r}')
 
 
 def help_of(field_: dataclasses.Field) -> str:

@@ -52,19 +52,16 @@ def _same(a: Any, b: Any) -> bool:
 
 def settings_changes(saved: Mapping[str, Any], current: Mapping[str, Any], *,
                      may_differ: Iterable[str], may_grow: Iterable[str] = (),
-                     defaults: Optional[Mapping[str, Any]] = None,
-                     renamed: Optional[Mapping[str, str]] = None) -> List[str]:
+                     defaults: Optional[Mapping[str, Any]] = None) -> List[str]:
   """'key: old -> new' for each setting in which `current` differs from `saved` (both as TOML
   reads them, tables nested), sorted by key.
 
   Keys in `may_differ` (or inside those tables) are not compared; a key in `may_grow` may take
   a larger number (more rounds extend a run), not a smaller one. A key `saved` lacks (a config
   written before the key existed) counts as its value in `defaults` (a config of defaults,
-  nested the same way); `renamed` maps old top-level names in `saved` to the current ones. A
-  saved top-level key that `current` does not have (dropped from the schema) is ignored.
+  nested the same way). A saved top-level key that `current` does not have (dropped from the schema) is ignored.
   """
-  renamed = renamed or {}
-  old = flatten_settings({renamed.get(k, k): v for k, v in saved.items()})
+  old = flatten_settings(saved)
   new = flatten_settings(current)
   default = flatten_settings(defaults or {})
   may_differ, may_grow = tuple(may_differ), frozenset(may_grow)
@@ -87,7 +84,7 @@ def check_resume(folder: str, current: Mapping[str, Any], **rules) -> None:
   """Refuses to resume into `folder` if its config.toml holds other settings than `current`.
 
   `current` is the run's config as TOML reads it back (what it saves as config.toml);
-  `rules` are `settings_changes`' (may_differ, may_grow, defaults, renamed). Without a saved
+  `rules` are `settings_changes`' (may_differ, may_grow, defaults). Without a saved
   config.toml (a new folder) there is nothing to compare. A RunFolderError names every key
   that differs, old -> new, and the fixes; it is raised before the folder is written.
   """

@@ -1,7 +1,7 @@
 """A run folder: the names of its files, and how to read a finished one.
 
-The training loop (`program/training_loop.py`, `program/checkpoints.py`,
-`program/experiment.py`) writes a run into one folder:
+The training loop (`classification/training_loop.py`, `core/checkpoints.py`,
+`classification/experiment.py`) writes a run into one folder:
 
 - `config.toml` (CONFIG_FILE): the resolved config;
 - `metrics.csv` (METRICS_FILE): per round, training metrics, bytes down and

@@ -197,6 +197,14 @@ def personalized(ctx: Context) -> Prepared:
   return prepared
 
 
+# Not the registry's `fedavg` (algorithms/fedavg.py): Park et al.'s protocol deploys every
+# method through the same R rounds (`process.build_round`, Alg. 1 lines 5-21), so this baseline
+# is that round from a random model, not another round. The two differ in the protocol: here E
+# full-batch SGD steps at alpha on the support set only, a linear head masked to the classes
+# the clients hold (the round state's mask), updates weighted by |S_k| and prototypes
+# aggregated beside them; the registry's FedAvg runs minibatch epochs with the client optimizer
+# on all of a client's data and a server optimizer step, with no class mask. (A reading of the
+# two rounds, not a run.)
 @METHODS.register('fedavg')
 def fedavg(ctx: Context) -> Prepared:
   """FedAvg from a random initial model (no preparing stage)."""

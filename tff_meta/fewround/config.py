@@ -18,11 +18,10 @@ from typing import Any, Dict, Optional, Tuple
 
 from tff_meta.core import config_file
 from tff_meta.core.config_file import ConfigError, table
-from tff_meta.core.fields import Check, above, at_least, check_fields, field, one_of
-from tff_meta.fewround.meta_update import META_UPDATES
+from tff_meta.core.fields import Check, above, at_least, check_fields, declared, field, one_of
+from tff_meta.core.run_keys import RunKeys
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS
 from tff_meta.fewround.few_round_process import FewRoundHparams
-from tff_meta.fewround.process import TEST_PROTOTYPES, TRAIN_PROTOTYPES
 
 
 # n_way: N, or a range [low, high] of N.
@@ -33,7 +32,7 @@ N_WAY = Check('N (e.g. 5) or a range [low, high] (e.g. [3, 7]) with 2 <= low <= 
 @dataclasses.dataclass
 class FewRoundConfig:
   """One few-round experiment (Park et al. 2021); each field's help is its flag's."""
-  name: str = field('few_round', 'Run name; the default output folder is runs/<name>.')
+  name: str = declared(RunKeys, 'name', 'few_round')
   dataset: str = field('emnist', 'Class-split source: emnist (FEMNIST-62, TFF\'s file), '
                        'leaf_femnist (FEMNIST-62 in LEAF JSON), cifar100, mini_imagenet, '
                        'tiered_imagenet.')
@@ -50,8 +49,7 @@ class FewRoundConfig:
                            at_least(1))
   iid: bool = field(True, 'IID episodes (each class split equally) or non-IID (20 shards, '
                     '2 per client).')
-  rounds: int = field(3, 'R: communication rounds per meta-training episode (an episode is '
-                      '1 + R rounds).', at_least(1))
+  rounds: int = declared(FewRoundHparams, 'rounds')
   test_rounds: Tuple[int, ...] = field(
       (3,), 'Rounds of FL at deployment, e.g. 3, or 1,2,3 for the mismatch tables.',
       Check('one or more rounds, each >= 1', lambda v: bool(v) and min(v) >= 1), item=int)
@@ -60,14 +58,11 @@ class FewRoundConfig:
   test_episodes: int = field(100, 'Test episodes averaged (mean and 95% CI).', at_least(1))
   eval_part: str = field('test', 'Classes the deployment is scored on: test, or validation '
                          'for choosing hparams.', one_of(('test', 'validation')))
-  local_steps: int = field(1, 'E: local SGD steps per round on the support set.', at_least(1))
-  inner_lr: float = field(0.1, 'alpha: local SGD learning rate.', above(0))
-  head_lr: float = field(0.0, 'Local SGD rate of the linear head (frl_linear, fedavg, '
-                         'finetune_*); 0: inner_lr.', at_least(0))
-  zero_head: bool = field(False, 'Start the linear head at zero in every episode and test run '
-                          '(frl_linear, fedavg, finetune_*).')
-  gamma: float = field(0.1, 'GPAL weight (Eq. 4) of the frl_distance_gpal method.',
-                       at_least(0))
+  local_steps: int = declared(FewRoundHparams, 'local_steps')
+  inner_lr: float = declared(FewRoundHparams, 'inner_lr')
+  head_lr: float = declared(FewRoundHparams, 'head_lr')
+  zero_head: bool = declared(FewRoundHparams, 'zero_head')
+  gamma: float = declared(FewRoundHparams, 'gamma')
   temperature: str = field(
       'none', 'Scale of the FRL methods\' distances: none = the paper\'s -d (Eq. 1-3); learned '
       '= -tau d with tau = exp(t) meta-learned, t starting at 0 (metric scaling, Oreshkin et '
@@ -75,26 +70,12 @@ class FewRoundConfig:
   temperature_lr_scale: float = field(
       100.0, 'With temperature = "learned": the meta-update\'s (Adam) step to t, times this '
       '(one scalar under Adam moves by about beta per episode).', above(0))
-  server_lr: float = field(0.01, 'beta: Adam learning rate of the meta-update.', above(0))
-  server_lr_decay_episode: int = field(
-      5000, 'Divide beta by 10 from this episode on (0: never).')
-  meta_update: str = field(
-      'client_adam', 'FRL meta-update (Alg. 1 lines 24-26): client_adam = one Adam step per '
-      'client from a shared state, models and Adam slots averaged; server_adam = one server '
-      'Adam step on the mean first-order meta-gradient.', one_of(META_UPDATES))
-  test_prototypes: str = field(
-      'previous', 'Prototypes the distance classifier scores test queries with after R '
-      'rounds: previous = P_{R-1}, computed at theta_{R-1} (the paper, Sec. 3.3); recomputed = '
-      'P_R, computed by the clients at theta_R on their support sets (one more prototype '
-      'upload). Deployment only; meta-training uses what train_prototypes names.',
-      one_of(TEST_PROTOTYPES))
-  train_prototypes: str = field(
-      'previous', 'Prototypes of the FRL meta-objective\'s query loss (Alg. 1 line 24): '
-      'previous = P_{R-1} (the paper); recomputed = P_R at theta_R, as test_prototypes = '
-      'recomputed scores (one more prototype upload per episode).', one_of(TRAIN_PROTOTYPES))
-  checkpoint_every: int = field(
-      50, 'Checkpoint meta-training / pre-training every this many episodes / rounds (a '
-      'stopped run resumes from the last one).', at_least(1))
+  server_lr: float = declared(FewRoundHparams, 'server_lr')
+  server_lr_decay_episode: int = declared(FewRoundHparams, 'server_lr_decay_episode')
+  meta_update: str = declared(FewRoundHparams, 'meta_update')
+  test_prototypes: str = declared(FewRoundHparams, 'test_prototypes')
+  train_prototypes: str = declared(FewRoundHparams, 'train_prototypes')
+  checkpoint_every: int = declared(RunKeys, 'checkpoint_every', 50)
   select_every: int = field(
       0, 'Deploy the preparing stage\'s checkpoint that scores best on validation classes, '
       'among every select_every episodes (pre-training: select_every * (R + 1) rounds) and the '
@@ -105,8 +86,8 @@ class FewRoundConfig:
       ('frl_distance_gpal', 'frl_distance', 'frl_linear', 'fedavg', 'finetune_fedavg',
        'finetune_oneshot'), 'Methods to train and test (see fewround.baselines.METHODS).',
       item=str)
-  seed: int = field(0, 'Seeds the class split, the episodes and the initial weights.')
-  output_dir: str = field('', 'Output folder (default runs/<name>).')
+  seed: int = declared(RunKeys, 'seed')
+  output_dir: str = declared(RunKeys, 'output_dir')
   data: Dict[str, Any] = table('Options of the class-split source, e.g. cache_dir, data_dir, '
                                'path (--data_path sets it).')
   model_options: Dict[str, Any] = table('Options of the backbone, e.g. norm, groups, '
@@ -122,14 +103,10 @@ class FewRoundConfig:
     return self.n_way[0] if len(self.n_way) == 1 else tuple(self.n_way)
 
   def hparams(self, **overrides) -> FewRoundHparams:
-    hp = FewRoundHparams(rounds=self.rounds, local_steps=self.local_steps,
-                         inner_lr=self.inner_lr, head_lr=self.head_lr, zero_head=self.zero_head,
-                         gamma=self.gamma,
-                         server_lr=self.server_lr,
-                         server_lr_decay_episode=self.server_lr_decay_episode,
-                         meta_update=self.meta_update, test_prototypes=self.test_prototypes,
-                         train_prototypes=self.train_prototypes)
-    return dataclasses.replace(hp, **overrides)
+    """The process hparams of this config: every key they share, then `overrides`."""
+    values = {f.name: getattr(self, f.name) for f in dataclasses.fields(FewRoundHparams)
+              if hasattr(self, f.name)}
+    return FewRoundHparams(**{**values, **overrides})
 
   def resolved_output_dir(self) -> str:
     return self.output_dir or os.path.join('runs', self.name)
@@ -160,8 +137,7 @@ MAY_GROW = frozenset({'episodes'})
 def resume_rules() -> Dict[str, Any]:
   """`resume.check_resume`'s rules for a programs.train run folder."""
   return dict(may_differ=EXECUTION_ONLY | RETESTED, may_grow=MAY_GROW,
-              defaults=tomllib.loads(config_file.to_toml(FewRoundConfig())),
-              renamed=config_file.OLD_KEYS)
+              defaults=tomllib.loads(config_file.to_toml(FewRoundConfig())))
 
 
 def load(path: Optional[str], overrides: Optional[Dict[str, Any]] = None) -> FewRoundConfig:

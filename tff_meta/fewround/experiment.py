@@ -24,7 +24,7 @@ import tensorflow_federated as tff
 from tff_meta.core import resume
 from tff_meta.core import config_file, provenance
 from tff_meta.core.config_file import ConfigError
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.fewround import baselines, deploy, tasks
 from tff_meta.fewround.config import resume_rules, toml_defaults
 from tff_meta.core import files

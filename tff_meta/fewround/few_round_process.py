@@ -30,25 +30,55 @@ from typing import Any
 
 import tensorflow_federated as tff
 
+from tff_meta.algorithms import hparams
+from tff_meta.core.fields import above, at_least, declared, field, one_of
+from tff_meta.core.registry import Registry
+from tff_meta.fewround.meta_update import META_UPDATES
+
+
+# The prototype rules by name; `process` registers them (it builds the computations they pick).
+TEST_PROTOTYPES: Registry = Registry('test prototype rule')
+TRAIN_PROTOTYPES: Registry = Registry('training prototype rule')
+
 
 @dataclasses.dataclass
 class FewRoundHparams:
-  """FRL hyperparameters (paper Sec. 4: alpha 0.1, beta 0.01 Adam, E 1, R 3), named as the
-  config's keys (`FewRoundConfig.hparams`)."""
-  rounds: int = 3                    # R
-  local_steps: int = 1               # E
-  inner_lr: float = 0.1              # alpha
-  gamma: float = 0.0                 # GPAL weight (0: no GPAL)
-  server_optimizer: str = 'adam'     # the meta-update's optimizer
-  server_lr: float = 0.01            # beta
-  server_lr_decay_episode: int = 0   # beta / 10 from this episode on (0: never)
-  local_adaptation: bool = False     # Appendix C personalization scheme
-  head_lr: float = 0.0               # alpha of the linear head's weights (0: alpha)
-  zero_head: bool = False            # the linear head starts each episode at zero
-  meta_update: str = 'client_adam'   # META_UPDATES: client_adam (line 24 per client), server_adam
-  test_prototypes: str = 'previous'  # TEST_PROTOTYPES: the prototypes `evaluate` scores with
-  train_prototypes: str = 'previous' # TRAIN_PROTOTYPES: the prototypes of the meta-objective
-  head_meta_lr_scale: float = 1.0    # the meta-update's step to the head's weights, times this
+  """FRL hyperparameters (paper Sec. 4: alpha 0.1, beta 0.01 Adam, E 1, R 3), declared once:
+  `FewRoundConfig` has the same keys (`fields.declared`), the shared ones come from
+  `algorithms.hparams`, and the defaults are the config's."""
+  rounds: int = field(3, 'R: communication rounds per meta-training episode (an episode is '
+                      '1 + R rounds).', at_least(1))
+  local_steps: int = declared(hparams.LocalSteps, 'local_steps', 1)        # E
+  inner_lr: float = declared(hparams.InnerRate, 'inner_lr', 0.1)           # alpha
+  gamma: float = field(0.1, 'GPAL weight (Eq. 4) of the frl_distance_gpal method.',
+                       at_least(0))
+  server_optimizer: str = declared(hparams.MetaServer, 'server_optimizer')  # the meta-update's
+  server_lr: float = declared(hparams.MetaServer, 'server_lr', 0.01)       # beta
+  server_lr_decay_episode: int = field(
+      5000, 'Divide beta by 10 from this episode on (0: never).', at_least(0))
+  local_adaptation: bool = field(False, 'Appendix C\'s personalization scheme: local support '
+                                 'updates, then a local meta-update per client.')
+  head_lr: float = field(0.0, 'Local SGD rate of the linear head (frl_linear, fedavg, '
+                         'finetune_*); 0: inner_lr.', at_least(0))
+  zero_head: bool = field(False, 'Start the linear head at zero in every episode and test run '
+                          '(frl_linear, fedavg, finetune_*).')
+  meta_update: str = field(
+      'client_adam', 'FRL meta-update (Alg. 1 lines 24-26): client_adam = one Adam step per '
+      'client from a shared state, models and Adam slots averaged; server_adam = one server '
+      'Adam step on the mean first-order meta-gradient.', one_of(META_UPDATES))
+  test_prototypes: str = field(
+      'previous', 'Prototypes the distance classifier scores test queries with after R '
+      'rounds: previous = P_{R-1}, computed at theta_{R-1} (the paper, Sec. 3.3); recomputed = '
+      'P_R, computed by the clients at theta_R on their support sets (one more prototype '
+      'upload). Deployment only; meta-training uses what train_prototypes names.',
+      one_of(TEST_PROTOTYPES))
+  train_prototypes: str = field(
+      'previous', 'Prototypes of the FRL meta-objective\'s query loss (Alg. 1 line 24): '
+      'previous = P_{R-1} (the paper); recomputed = P_R at theta_R, as test_prototypes = '
+      'recomputed scores (one more prototype upload per episode).',
+      one_of(TRAIN_PROTOTYPES))
+  head_meta_lr_scale: float = field(1.0, 'The meta-update\'s step to the head\'s weights, '
+                                    'times this.', above(0))
 
 
 class FewRoundProcess(tff.templates.IterativeProcess):

@@ -61,13 +61,13 @@ import tensorflow_federated as tff
 from tff_meta.algorithms.base import OPTIMIZERS
 from tff_meta.fewround import meta_update as meta_lib
 from tff_meta.fewround import prototypes as proto_lib
-from tff_meta.fewround.few_round_process import FewRoundHparams, FewRoundProcess
+from tff_meta.fewround.few_round_process import (TEST_PROTOTYPES, TRAIN_PROTOTYPES, FewRoundHparams,
+                                                 FewRoundProcess)
 from tff_meta.fewround.model import ClientBatch, FewRoundModel
 from tff_meta.learning import step_scale
 from tff_meta.fewround.meta_update import META_UPDATES
 from tff_meta.learning import adaptation
 from tff_meta.learning.finite import all_finite
-from tff_meta.core.registry import Registry
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -172,7 +172,6 @@ def prototype_server_fn(old, total):
 # loss uses what `train_prototypes` names, TRAIN_PROTOTYPES below). Each entry maps (evaluate, recompute) to
 # the evaluation: `recompute(state, data)` is the federated computation returning `state`
 # with P_R, the global prototypes at theta_R.
-TEST_PROTOTYPES: Registry = Registry('test prototype rule')
 TEST_PROTOTYPES.add('previous', lambda evaluate, recompute: evaluate)
 TEST_PROTOTYPES.add('recomputed', lambda evaluate, recompute: (
     lambda state, data: evaluate(recompute(state, data), data)))
@@ -183,7 +182,6 @@ TEST_PROTOTYPES.add('recomputed', lambda evaluate, recompute: (
 # `previous` keeps the round state's P_{R-1} (the paper; nothing is built or sent);
 # `recomputed` replaces them by P_R, the global prototypes at theta_R, as the deployment rule
 # `recomputed` scores with (one more prototype upload per episode).
-TRAIN_PROTOTYPES: Registry = Registry('training prototype rule')
 TRAIN_PROTOTYPES.add('previous', lambda build_recompute: lambda state, data: state)
 TRAIN_PROTOTYPES.add('recomputed', lambda build_recompute: build_recompute())
 

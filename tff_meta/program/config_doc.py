@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterable, List
 from tff_meta.core import config_file, files
 from tff_meta.core.fields import check_of
 from tff_meta.fewround import config as fewround_config
-from tff_meta.program import config as train_config
+from tff_meta.classification import config as train_config
 from tff_meta.recommendation import config as recommend_config
 
 CONFIG_DOC = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, 'docs', 'CONFIG.md')

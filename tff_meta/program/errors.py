@@ -10,9 +10,9 @@ from typing import NoReturn
 from tff_meta.data.types import DataError
 from tff_meta.core import cli
 from tff_meta.core.checkpoints import CheckpointError, IncompatibleCheckpointError
-from tff_meta.program.client_states import ClientStateError
-from tff_meta.program.config import ConfigError
-from tff_meta.program.training_loop import TrainingDivergedError
+from tff_meta.classification.client_states import ClientStateError
+from tff_meta.core.config_file import ConfigError
+from tff_meta.classification.training_loop import TrainingDivergedError
 from tff_meta.core.registry import UnknownNameError
 from tff_meta.core.run_folder import RunFolderError
 from tff_meta.runtime.pool import WORKER_LOST_EXIT_CODE, WorkerLostError, WorkerUnavailableError

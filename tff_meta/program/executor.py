@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Callable, Dict, List, Optional
 
-from tff_meta.program.config import ConfigError
+from tff_meta.core.config_file import ConfigError
 from tff_meta.runtime import tls
 from tff_meta.runtime.pool import WorkerPool, parse_addresses
 from tff_meta.runtime.workers import worker_binary_path

@@ -13,10 +13,12 @@ import tomllib
 from typing import Any, Dict, List, Optional, Tuple
 
 from tff_meta.core import config_file
+from tff_meta.algorithms import hparams
 from tff_meta.algorithms.hparams import OPTIMIZER
 from tff_meta.core.config_file import ConfigError
-from tff_meta.core.fields import (above, at_least, check_fields, field, fraction, one_of,
-                                  registered)
+from tff_meta.core.fields import (above, at_least, check_fields, declared, field, fraction,
+                                  one_of, registered)
+from tff_meta.core.run_keys import RunKeys
 from tff_meta.data.movielens import SPLITS
 from tff_meta.recommendation.schedules import SCHEDULES
 
@@ -42,16 +44,16 @@ META_METHOD_PREFIXES = ('MAML', 'Meta-SGD')
 class RecommendConfig:
   """One recommendation run; each field's help is its flag's, its check its range."""
 
-  name: str = field('recommend', 'Run name; the default output folder is runs/<name>.')
+  name: str = declared(RunKeys, 'name', 'recommend')
   task: str = field('movielens', 'movielens (rating prediction, Table 3) or service '
                     '(event-log recommendation, Table 6).')
   data_path: str = field(
       '', 'movielens: the unzipped ml-100k folder (u.data, u.user, u.item; not shipped). '
       'service: a CSV/Parquet event log, or an ml-100k folder (events = genres); empty = a '
       'generated synthetic log.')
-  output_dir: str = field('', 'Output folder; default runs/<name>.')
+  output_dir: str = declared(RunKeys, 'output_dir')
   methods: str = field('', 'Comma-separated methods; empty = all of the task (see docs).')
-  seed: int = field(0, 'Seed for the user split, episode sampling and initial weights.')
+  seed: int = declared(RunKeys, 'seed')
   support_fraction: float = field(
       0.8, 'Test users: fraction p of their data in the support set ("p Support").', fraction())
   train_support_fraction: float = field(
@@ -97,10 +99,8 @@ class RecommendConfig:
       1, 'MAML / Meta-SGD: users per meta-training episode, the meta-batch: the server averages '
       'their meta-gradients into one meta-update (the papers: 1). NN(pre-trained) and '
       'NN-unified take one user per step.', at_least(1))
-  eval_every: int = field(500, 'Evaluate every N episodes (the curve): on the validation users '
-                          'with select_on = validation_rmse, else on the scored users.',
-                          at_least(1))
-  checkpoint_every: int = field(500, 'Checkpoint every N episodes; a rerun resumes.', at_least(1))
+  eval_every: int = declared(RunKeys, 'eval_every', 500)   # the curve; users: select_on's help
+  checkpoint_every: int = declared(RunKeys, 'checkpoint_every', 500)
   eval_users: int = field(0, 'Evaluate the curve on the first N of its users (0 = all; the '
                           'final table always uses all).')
   hidden_units: int = field(32, 'Hidden units of the NN models (MovieLens 32, service 64).',
@@ -129,14 +129,11 @@ class RecommendConfig:
       'of u) as a multiple of server_lr (MAML, Meta-SGD) and pretrain_lr (NN(pre-trained)); an '
       'episode moves only its user\'s movies\' rows of E (tff_meta/learning/step_scale.py).',
       above(0))
-  inner_steps: int = field(
-      10, 'Inner SGD steps per task in meta-training (MovieLens 10, service 100).', at_least(1))
-  eval_inner_steps: int = field(-1, 'Adaptation steps on test users; -1 = inner_steps.')
-  inner_lr: float = field(0.01, 'alpha: inner SGD rate (Meta-SGD: initial value; '
-                          'NN(pre-trained) fine-tuning).', above(0))
-  server_optimizer: str = field('adam', 'Server (outer) optimizer of MAML / Meta-SGD: sgd, '
-                                'momentum, adam.', OPTIMIZER)
-  server_lr: float = field(0.001, 'beta: the server (outer) learning rate.', above(0))
+  inner_steps: int = declared(hparams.InnerLoop, 'inner_steps', 10)   # MovieLens 10, service 100
+  eval_inner_steps: int = declared(hparams.EvalSteps, 'eval_inner_steps')
+  inner_lr: float = declared(hparams.InnerRate, 'inner_lr', 0.01)   # also NN(pre-trained)'s
+  server_optimizer: str = declared(hparams.MetaServer, 'server_optimizer')   # MAML / Meta-SGD
+  server_lr: float = declared(hparams.MetaServer, 'server_lr', 0.001)
   pretrain_optimizer: str = field(
       'adam', 'Optimizer of NN(pre-trained) / NN-unified pre-training.', OPTIMIZER)
   pretrain_lr: float = field(0.001, 'Learning rate of that pre-training.', above(0))
@@ -229,8 +226,7 @@ TABLE_ONLY = frozenset({'methods'})
 def resume_rules() -> Dict[str, Any]:
   """`resume.check_resume`'s rules for a programs.train run folder."""
   return dict(may_differ=EXECUTION_ONLY | TABLE_ONLY,
-              defaults=tomllib.loads(config_file.to_toml(RecommendConfig())),
-              renamed=config_file.OLD_KEYS)
+              defaults=tomllib.loads(config_file.to_toml(RecommendConfig())))
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(RecommendConfig)}

@@ -33,7 +33,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.data.movielens import RatingsDataset, load_movielens
 from tff_meta.data.types import DataError
 from tff_meta.learning import losses

@@ -19,7 +19,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.learning import losses
 from tff_meta.models import build_model_spec
 from tff_meta.recommendation import baselines, event_log, methods, metrics, service

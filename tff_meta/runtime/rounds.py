@@ -1,6 +1,6 @@
 """How the training loop runs a round: one interface, three runners.
 
-The loop (`program/training_loop.py`) builds each round's client data once and
+The loop (`classification/training_loop.py`) builds each round's client data once and
 hands it to a `RoundRunner`:
 
     runner.next(state, round_num, batch[, client_states]) -> RoundResult
@@ -19,7 +19,7 @@ The two resident runners return the current state only on the rounds where
 `needs_state(round_num)` (evaluation, checkpoint and final rounds, the
 loop's schedule); on the others `RoundResult.state` is the given state,
 stale. Algorithms with client state pass the round's `client_states` and
-get them back in `RoundResult.client_states`. `program/runner_choice.py`
+get them back in `RoundResult.client_states`. `runtime/runner_choice.py`
 picks the runner from the config and the executor.
 """
 

@@ -15,9 +15,11 @@ import os
 import numpy as np
 from absl import flags
 
-from tff_meta.analysis import tables
-from tff_meta.program import config as config_lib
-from tff_meta.program import executor, experiment
+from tff_meta.analysis.tables import seed_std
+from tff_meta.core import tables
+from tff_meta.classification import config as config_lib
+from tff_meta.classification import experiment
+from tff_meta.program import executor
 from tff_meta.program import errors
 from tff_meta.core import files
 
@@ -93,8 +95,8 @@ def main(argv):
       val, test = 100 * last.get('validation_accuracy', float('nan')), 100 * result.test.accuracy
       scores.setdefault(tag, []).append((val, test))
       print(f'{tag} seed {seed}: validation {val:.2f}%  test {test:.2f}%', flush=True)
-  rows = [(tag, np.mean([v for v, _ in s]), tables.seed_std([v for v, _ in s]),
-           np.mean([t for _, t in s]), tables.seed_std([t for _, t in s]))
+  rows = [(tag, np.mean([v for v, _ in s]), seed_std([v for v, _ in s]),
+           np.mean([t for _, t in s]), seed_std([t for _, t in s]))
           for tag, s in scores.items()]
   best = max(rows, key=lambda r: r[1])[0]
   print(f'\n{algorithm} on {cfg.dataset}, {cfg.rounds} rounds, seeds {",".join(map(str, seeds))}; '

@@ -12,8 +12,9 @@ checkpoint.
 from absl import flags
 
 from tff_meta.analysis import tables
-from tff_meta.program import config as config_lib
-from tff_meta.program import executor, experiment
+from tff_meta.classification import config as config_lib
+from tff_meta.classification import experiment
+from tff_meta.program import executor
 from tff_meta.program import errors
 from tff_meta.core import files
 

@@ -13,8 +13,7 @@ import os
 
 from absl import flags
 
-from tff_meta.core import config_file
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.core.tables import markdown_table
 from tff_meta.core.config_file import ConfigError
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment
@@ -44,8 +43,7 @@ def parse_grid(items):
       raise ConfigError(f'--grid {item!r}: write KEY=V1,V2,... (e.g. inner_lr=0.01,0.1).')
     if key not in fields or key in ('data', 'model_options', 'methods', 'output_dir',
                                     'eval_part'):
-      raise ConfigError(f'--grid key {key!r} is not a sweepable config key'
-                        f'{config_file.renamed_hint(key)}.')
+      raise ConfigError(f'--grid key {key!r} is not a sweepable config key.')
     grid.append((key, [v.strip() for v in values.split(',') if v.strip()]))
   if not grid:
     raise ConfigError('Give at least one --grid KEY=V1,V2,...')

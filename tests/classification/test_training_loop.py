@@ -9,8 +9,8 @@ import pytest
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS
 from tff_meta.data import client_data
-from tff_meta.program import round_evaluation
-from tff_meta.program.training_loop import RoundSampler, Schedule
+from tff_meta.classification import round_evaluation
+from tff_meta.classification.training_loop import RoundSampler, Schedule
 from tff_meta.runtime.pool import WorkerPool
 
 

@@ -7,8 +7,8 @@ import tensorflow_federated as tff
 
 from tff_meta.core import config_file
 from tff_meta.algorithms import Hparams, aggregation
-from tff_meta.program import accounting, privacy
-from tff_meta.program import config as config_lib
+from tff_meta.classification import accounting, privacy
+from tff_meta.classification import config as config_lib
 
 BASE = config_lib.ExperimentConfig(clients_per_round=5)
 

@@ -12,8 +12,8 @@ import pytest
 
 from tff_meta.algorithms import Hparams
 from tff_meta.analysis import tables
-from tff_meta.program import config as config_lib
-from tff_meta.program import experiment, privacy
+from tff_meta.classification import config as config_lib
+from tff_meta.classification import experiment, privacy
 from tff_meta.runtime.pool import WorkerPool
 
 CFG = config_lib.ExperimentConfig(

@@ -51,11 +51,11 @@ from tff_meta.evaluation import communication, personalized
 from tff_meta.core import checkpoints, files
 from tff_meta.data import client_data
 from tff_meta.core import loop
-from tff_meta.program.round_evaluation import PRIMARY, Evaluation
-from tff_meta.program.client_states import ClientStateStore
+from tff_meta.classification.round_evaluation import PRIMARY, Evaluation
+from tff_meta.classification.client_states import ClientStateStore
 from tff_meta.core.logs import note
-from tff_meta.program.privacy import Budget
-from tff_meta.program.runner_choice import choose_runner
+from tff_meta.classification.privacy import Budget
+from tff_meta.runtime.runner_choice import choose_runner
 from tff_meta.core.run_folder import (CHECKPOINTS_DIR, CLIENT_STATES_DIR, EVAL_FILE, METRICS_FILE,
                                  RESULTS_FILE, TENSORBOARD_DIR, TENSORBOARD_EVAL_DIR,
                                  read_history, read_total)

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from tff_meta.program.client_states import ClientStateError, ClientStateStore
+from tff_meta.classification.client_states import ClientStateError, ClientStateStore
 
 
 def _initial():

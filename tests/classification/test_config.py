@@ -3,7 +3,7 @@
 import pytest
 
 from tff_meta.core import config_file
-from tff_meta.program import config as config_lib
+from tff_meta.classification import config as config_lib
 from tff_meta.core.registry import UnknownNameError
 
 

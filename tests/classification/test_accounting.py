@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from dp_accounting import rdp
 
-from tff_meta.program import accounting
+from tff_meta.classification import accounting
 from tff_meta.data import client_data
 
 

@@ -1,6 +1,6 @@
-"""Pre-training shared by cells (tff_meta.analysis.pretraining), on pretrain/metrics.csv files
-written as `programs.train` writes them, checked by hand; and its section of the few-round
-report, grouped by setting, seed and variant."""
+"""Pre-training shared by cells (research/pretraining.py), on pretrain/metrics.csv files
+written as `programs.train` writes them, checked by hand; grouped by the few-round report's setting, seed and
+variant."""
 
 import csv
 import dataclasses
@@ -9,7 +9,7 @@ import os
 import pytest
 
 from tff_meta.analysis import fewround_report
-from tff_meta.analysis import pretraining
+from research import pretraining
 from tff_meta.fewround import config as config_lib
 from tff_meta.fewround import experiment
 
@@ -76,10 +76,10 @@ def test_report_compares_cells_of_one_setting_seed_and_variant_only(tmp_path):
   _cell(tmp_path / 'rates' / 'seed0', ('finetune_oneshot',), 0, inner_lr=0.5)   # another variant
   _pretrain(tmp_path / 'rates' / 'seed0', [9.0] * 5)
   runs = fewround_report.find_runs([str(tmp_path)])
-  rows = pretraining.agreement(fewround_report.pretraining_groups(runs))
+  rows = pretraining.agreement(pretraining.groups(runs))
   assert [(r['seed'], os.path.relpath(r['run'], tmp_path), r['identical'], r['copied'])
           for r in rows] == [(0, 'oneshot/seed0', 5, False), (1, 'oneshot/seed1', 5, False)]
-  md = fewround_report.build([str(tmp_path)], str(tmp_path / 'report'))['markdown']
+  md = pretraining.markdown(rows)
   assert '## Pre-training shared by cells' in md
   assert md.count('5 of 5 (to round 5) | 0 | trained apart |') == 2
 

@@ -21,11 +21,13 @@ from typing import Any, Dict, Optional, Tuple
 from tff_meta.core import config_file
 from tff_meta.algorithms import ALGORITHMS, Hparams, readers
 from tff_meta.core.config_file import ConfigError, coerce_value, load_toml, table
-from tff_meta.core.fields import Check, at_least, check_fields, field, fraction, help_of
+from tff_meta.core.fields import (Check, at_least, check_fields, declared, field, fraction,
+                                  help_of)
+from tff_meta.core.run_keys import RunKeys
 from tff_meta.data import DATASETS
 from tff_meta.data.registry import takes_option
 from tff_meta.models import MODELS
-from tff_meta.program import config_checks, privacy
+from tff_meta.classification import config_checks, privacy
 
 _FEDMETA_FIVE = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 
@@ -33,7 +35,7 @@ _FEDMETA_FIVE = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 @dataclasses.dataclass
 class ExperimentConfig:
   """One experiment; each field's help is its flag's (the registry-named ones list the registry)."""
-  name: str = field('experiment', 'Run name; the default output folder is runs/<name>.')
+  name: str = declared(RunKeys, 'name')
   algorithm: str = field('fedmeta_maml', lambda: (
       f'Algorithm registry name ({", ".join(ALGORITHMS.names())}; see README\'s catalog).'))
   algorithms: str = field('', 'Methods programs.compare runs, comma-separated (a TOML list in '
@@ -65,13 +67,9 @@ class ExperimentConfig:
   final_eval_rounds: int = field(
       1, 'Report the mean test accuracy over evaluations at each of the last N rounds '
       '(FedEC: 10).', at_least(1))
-  seed: int = field(
-      0, 'Seed for client splits, support/query splits, sampling and initial weights.',
-      at_least(0))
-  eval_every: int = field(10, 'Evaluate on validation and test clients every N rounds.',
-                          at_least(1))
-  checkpoint_every: int = field(10, 'Save the server state every N rounds (and at the end).',
-                                at_least(1))
+  seed: int = declared(RunKeys, 'seed')
+  eval_every: int = declared(RunKeys, 'eval_every')
+  checkpoint_every: int = declared(RunKeys, 'checkpoint_every')
   resident_state: bool = field(
       True, 'Keep the server state on the TFF worker between rounds and fetch it only on '
       'evaluation and checkpoint rounds (default; same results as false). On a pool the state '
@@ -92,10 +90,10 @@ class ExperimentConfig:
       -1.0, 'Memory budget of each local TFF worker in MB, from which a run with '
       'max_concurrent_calls = -1 sizes the client calls the worker runs at once and, if not '
       'even one fits next to the resident server state, sends the state each round '
-      '(program/memory_choice.py; same results). -1 = 2000 on machines with less than 16 GiB '
+      '(runtime/memory_choice.py; same results). -1 = 2000 on machines with less than 16 GiB '
       'of memory, no budget elsewhere; 0 = no budget.',
       Check('-1 (the default for this machine), 0 (no budget) or > 0', lambda v: v == -1 or v >= 0))
-  # Differential privacy and secure aggregation of the update (tff_meta/program/privacy.py).
+  # Differential privacy and secure aggregation of the update (tff_meta/classification/privacy.py).
   dp_noise_multiplier: float = field(
       0.0, 'Differential privacy: noise multiplier z; the sum of clipped updates gets '
       'N(0, (z * clip)^2) noise (0 = no noise, epsilon = inf). Needs dp_clip. See '
@@ -113,8 +111,7 @@ class ExperimentConfig:
   secure_aggregation: bool = field(
       False, 'Sum the clients\' updates with TFF\'s secure sum (SecureSumFactory, 32-bit '
       'quantization; simulated on this executor). Composes with DP.')
-  output_dir: str = field(
-      '', 'Output folder (metrics, checkpoints, results); default runs/<name>.')
+  output_dir: str = declared(RunKeys, 'output_dir')
   data: Dict[str, Any] = table('Dataset-loader options.')
   model_options: Dict[str, Any] = table('Options of the model builder.')
   hparams: Hparams = table('The algorithms\' hyperparameters.', factory=Hparams)

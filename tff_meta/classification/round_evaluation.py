@@ -17,8 +17,8 @@ from tff_meta.algorithms import Algorithm, stateful
 from tff_meta.data import client_data
 from tff_meta.data.protocol import ClientSplit, ProtocolData
 from tff_meta.evaluation import personalized
-from tff_meta.program.client_states import ClientStateStore
-from tff_meta.program.privacy import Budget
+from tff_meta.classification.client_states import ClientStateStore
+from tff_meta.classification.privacy import Budget
 from tff_meta.runtime.pool import WorkerPool
 
 PRIMARY = 'test'   # the split whose accuracy a run reports

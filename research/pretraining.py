@@ -12,18 +12,21 @@ training loss round by round between the runs of one setting, seed and
 variant.
 
 A copied pre-training repeats the `seconds` column too; one trained apart has
-its own timings, so its equal losses are evidence, not a copy. Like the rest of
-`tff_meta.analysis`, no TensorFlow: it reads files only.
+its own timings, so its equal losses are evidence, not a copy. No TensorFlow: it reads files
+only. `python -m research.pretraining RUNS...` prints the table for the few-round run folders
+under RUNS (the queue's cells).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tff_meta.analysis.tables import markdown_table
+from tff_meta.analysis import fewround_report
+from tff_meta.core.tables import markdown_table
 from tff_meta.core.run_folder import METRICS_FILE, PRETRAIN_DIR, read_by_key
 
 
@@ -78,3 +81,27 @@ def markdown(rows: Sequence[Dict[str, Any]]) -> Optional[str]:
       'between runs of one setting, seed and variant. "copied": the timings repeat too.', '',
       markdown_table(['setting', 'seed', 'runs', 'rounds with equal loss', 'max abs. difference',
                       'pre-training'], body)])
+
+
+def groups(runs, described=None
+                       ) -> Dict[Tuple[str, int, str], List[str]]:
+  """(setting label, seed, variant) -> the run folders, for `pretraining.agreement`: the cells
+  that must share a FedAvg pre-training (fine-tuning via FedAvg, one-shot FL)."""
+  described = fewround_report._described(runs) if described is None else described
+  groups: Dict[Tuple[str, int, str], List[str]] = {}
+  for run in runs:
+    setting, variant = described[run.path]
+    key = ', '.join(f'{k}={v}' for k, v in sorted(variant.items()))
+    groups.setdefault((setting.label, run.seed, key), []).append(run.path)
+  return groups
+
+
+def main(argv: Sequence[str]) -> int:
+  runs = fewround_report.find_runs(argv)
+  text = markdown(agreement(groups(runs)))
+  print(text if text is not None else 'no two runs of one setting, seed and variant pre-trained')
+  return 0
+
+
+if __name__ == '__main__':
+  raise SystemExit(main(sys.argv[1:]))

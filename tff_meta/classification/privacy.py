@@ -24,7 +24,7 @@ import math
 from typing import Optional
 
 from tff_meta.algorithms import aggregation
-from tff_meta.program import accounting
+from tff_meta.classification import accounting
 
 ADAPTIVE = 'adaptive'
 # gaussian_adaptive's clipped-count noise is 0.05 m; the effective multiplier

@@ -16,7 +16,8 @@ FedAvg scores the global model without adaptation and has none of these
 hparams; it trains exactly as FedAvg(Meta) (one process, one state), so a
 FedAvg run re-evaluated with `finetune_epochs` is scored as FedAvg(Meta)
 (FedMeta Sec. 4.2): that many epochs of minibatch training with the client
-optimizer on the support set, 0 = FedAvg's own evaluation (`EVALUATED_AS`).
+optimizer on the support set, 0 = FedAvg's own evaluation (the registry entry's
+`scored_also_as`).
 
 `clients_from` scores the clients of ANOTHER dataset in place of the run's
 test clients: every client of it, each split into support and query by the
@@ -53,16 +54,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import ALGORITHMS
-from tff_meta.analysis.tables import markdown_table, pct
+from tff_meta.core.tables import markdown_table, pct
 from tff_meta.data import protocol
 from tff_meta.data.registry import DATASETS, load_dataset
 from tff_meta.data.types import DataError, FederatedDataset
 from tff_meta.core import checkpoints, files
 from tff_meta.core.fields import check_fields
-from tff_meta.program import experiment
-from tff_meta.program import config as config_lib
-from tff_meta.program.config import ConfigError
-from tff_meta.program.round_evaluation import Evaluation
+from tff_meta.classification import experiment
+from tff_meta.classification import config as config_lib
+from tff_meta.classification.config import ConfigError
+from tff_meta.classification.round_evaluation import Evaluation
 from tff_meta.core.run_folder import (CHECKPOINTS_DIR, CONFIG_FILE, EVAL_FILE,
                                  METRICS_FILE, RESULTS_FILE)
 
@@ -77,11 +78,6 @@ KNOBS: Dict[str, Tuple[str, type]] = {
     'finetune_epochs': ('finetune_epochs', int),
 }
 
-# An algorithm whose state another one scores with more evaluation knobs: the same
-# training process and state, another evaluation (see the module docstring).
-EVALUATED_AS = {'fedavg': 'fedavg_meta'}
-# ... and back: fedavg_meta with finetune_epochs = 0 is scored as FedAvg, and named so.
-_UNTUNED = {v: k for k, v in EVALUATED_AS.items()}
 # Knobs that choose the method rather than vary it: a row's `label` is its method alone when
 # its setting is the run's own or sets only these, else the method with its setting.
 METHOD_KNOBS = frozenset({'finetune_epochs'})
@@ -140,6 +136,13 @@ def load_run_config(run_dir: str, cache_dir: Optional[str] = None) -> config_lib
   return cfg.for_algorithm(cfg.algorithm, run_dir).validate()
 
 
+def _untuned(algorithm: str) -> Optional[str]:
+  """The entry scored as `algorithm` (FedAvg for FedAvg(Meta)): with finetune_epochs = 0 a row
+  is that entry's own evaluation, and named so."""
+  return next((n for n in ALGORITHMS.names() if ALGORITHMS.get(n).scored_also_as == algorithm),
+              None)
+
+
 def _reads(algorithm: str) -> set:
   """The hparams `algorithm` reads."""
   return {f.name for f in dataclasses.fields(ALGORITHMS.get(algorithm).hparams)}
@@ -147,10 +150,11 @@ def _reads(algorithm: str) -> set:
 
 def config_for(cfg: config_lib.ExperimentConfig, setting: Setting) -> config_lib.ExperimentConfig:
   """The run's config with `setting`'s hparams, for the algorithm that reads them all: the
-  run's own, else the one it is `EVALUATED_AS`; a ConfigError names the flags that apply."""
+  run's own, else the one its entry is `scored_also_as`; a ConfigError names the flags that
+  apply."""
   names = {name for name, _ in setting.overrides}
-  candidates = [cfg.algorithm] + ([EVALUATED_AS[cfg.algorithm]]
-                                  if cfg.algorithm in EVALUATED_AS else [])
+  also = ALGORITHMS.get(cfg.algorithm).scored_also_as
+  candidates = [cfg.algorithm] + ([also] if also else [])
   algorithm = next((a for a in candidates if names <= _reads(a)), None)
   if algorithm is None:
     readable = set().union(*map(_reads, candidates))
@@ -288,8 +292,9 @@ def reevaluate(cfg: config_lib.ExperimentConfig, run_dir: str, pool, settings_: 
       summary = evaluation.summary(params, splits[split], version)
       n = len(summary.client_accuracies)
       method = alg.display_name
-      if dict(setting.overrides).get('finetune_epochs') == 0 and alg.name in _UNTUNED:
-        method = ALGORITHMS.get(_UNTUNED[alg.name]).display_name
+      untuned = _untuned(alg.name)
+      if dict(setting.overrides).get('finetune_epochs') == 0 and untuned:
+        method = ALGORITHMS.get(untuned).display_name
       plain = {name for name, _ in setting.overrides} <= METHOD_KNOBS
       label = method if plain else f'{method} ({setting.label})'
       if mismatched and alg.train_data != 'full':   # its training episodes read the fraction

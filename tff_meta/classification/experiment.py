@@ -18,10 +18,11 @@ from tff_meta.algorithms import ALGORITHMS, Algorithm, aggregation
 from tff_meta.data import FederatedDataset, load_dataset, protocol
 from tff_meta.models import MODELS, ModelSpec, build_model_spec
 from tff_meta.core import config_file, run_folder
-from tff_meta.program import config as config_lib
-from tff_meta.program import memory_choice, privacy
+from tff_meta.classification import config as config_lib
+from tff_meta.classification import privacy
+from tff_meta.runtime import memory_choice
 from tff_meta.core import files, logs
-from tff_meta.program import training_loop
+from tff_meta.classification import training_loop
 from tff_meta.runtime.pool import WorkerPool
 
 
@@ -85,7 +86,7 @@ def build_algorithm(cfg: config_lib.ExperimentConfig, model: ModelSpec,
       clients_per_round=cfg.clients_per_round)
   if not privacy.enabled(cfg):
     return entry(model, hparams)
-  # DP / secure aggregation of the update (tff_meta/program/privacy.py).
+  # DP / secure aggregation of the update (tff_meta/classification/privacy.py).
   if privacy.dp_enabled(cfg) and not hparams.weighting:
     logs.note('differential privacy: each round\'s updates are averaged uniformly '
                        '(weighting = "uniform"; an example-weighted mean is not DP).')

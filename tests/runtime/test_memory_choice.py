@@ -9,8 +9,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tests import helpers
-from tff_meta.program import config as config_lib
-from tff_meta.program import memory_choice
+from tff_meta.classification import config as config_lib
+from tff_meta.runtime import memory_choice
 from tff_meta.runtime import contexts, workers
 from tff_meta.runtime.resident import ResidentRounds
 from tff_meta.runtime.rounds import PlainRounds
@@ -103,7 +103,7 @@ def test_the_least_memory_plan_gives_the_same_results():
 
 def test_only_a_worker_the_run_starts_is_sized():
   """`experiment.worker_plan`: remote workers and a caller's pool keep the config's keys."""
-  from tff_meta.program import experiment   # pylint: disable=g-import-not-at-top
+  from tff_meta.classification import experiment   # pylint: disable=g-import-not-at-top
   cfg = config_lib.ExperimentConfig(worker_memory_mb=2000, clients_per_round=4)
   metasgd = _alg(158.5, 52.8)
   assert experiment.worker_plan(cfg, metasgd) == memory_choice.WorkerPlan(1, False)

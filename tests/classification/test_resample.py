@@ -18,8 +18,8 @@ import tensorflow_federated as tff
 from tff_meta.algorithms import Hparams
 from tff_meta.data import protocol
 from tff_meta.data import client_data
-from tff_meta.program import experiment
-from tff_meta.program import config as config_lib
+from tff_meta.classification import experiment
+from tff_meta.classification import config as config_lib
 from tff_meta.runtime.pool import WorkerPool
 
 CFG = config_lib.ExperimentConfig(

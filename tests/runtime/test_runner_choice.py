@@ -3,7 +3,7 @@ are checked in tests/runtime/."""
 
 import types
 
-from tff_meta.program.runner_choice import choose_runner
+from tff_meta.runtime.runner_choice import choose_runner
 from tff_meta.runtime.rounds import PlainRounds, RoundRunner
 
 
