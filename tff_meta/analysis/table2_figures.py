@@ -93,8 +93,9 @@ def plot_curves(root: str, path: str) -> None:
     ax.grid(alpha=0.3)
     if ax.get_lines():
       _legend(ax, len(ax.get_lines()), loc='upper left')
-  fig.suptitle('FedMeta Fig. 2 on FEMNIST: mean over seeds (band: ± sample std); right: '
-               'kernel density over test writers, seeds pooled', fontsize=11)
+  fig.suptitle('FedMeta Fig. 2 on FEMNIST: mean over seeds (band: ± sample std; FedAvg(Meta) '
+               'fine-tunes at test time only, so has no curve); right: kernel density of the '
+               'final accuracy over test writers, seeds pooled', fontsize=11)
   _save(fig, plt, path)
 
 
