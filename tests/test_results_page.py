@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import REPO
 from tff_meta.core import provenance
-from tff_meta.analysis import figures, page_sources, results_page
+from tff_meta.analysis import figures, page_sources, results_page, table2
 from tff_meta.core.run_folder import PROVENANCE_FILE, RESULTS_FILE
 
 RUNS = os.path.join(REPO, 'docs', 'runs')
@@ -114,9 +114,15 @@ def _tables(text: str):
       i += 1
 
 
+def _without_blocks(text: str) -> str:
+  """`text` without its blocks, whose tables the analysis code writes from their files
+  (test_blocks_are_their_files)."""
+  return results_page.BLOCK_RE.sub('', text)
+
+
 def test_every_cell_of_ours_is_read_from_run_files():
   unmarked = []
-  for header, body in _tables(_read(PAGE)):
+  for header, body in _tables(_without_blocks(_read(PAGE))):
     ours = [k for k, h in enumerate(header) if 'ours' in h.lower()]
     for row in body:
       for k in ours:
@@ -186,7 +192,10 @@ def test_spread_is_the_sample_std():
 def test_blocks_are_their_files():
   text = _read(PAGE)
   found = results_page.blocks(text)
-  assert {kind for kind, _, _ in found} == set(results_page.BLOCKS)
+  # Every kind is on the page but FedMeta Table 2's, which wait for its runs in
+  # docs/runs/fedmeta_308 (issue 65) and are built from a generated folder in
+  # tests/analysis/test_table2.py.
+  assert {kind for kind, _, _ in found} | set(table2.BLOCKS) == set(results_page.BLOCKS)
   stale = [kind for kind, written, computed in found if written != computed]
   assert not stale, f'blocks differ from their files (results_page --write): {stale}'
   edited = text.replace('| ≤ 1.2 |', '| ≤ 9.9 |', 1)   # a target typed by hand
@@ -368,7 +377,7 @@ def test_every_code_cell_is_read_from_provenance():
   the whole story."""
   text = _read(PAGE)
   typed = []
-  for header, body in _tables(text):
+  for header, body in _tables(_without_blocks(text)):
     for k in [k for k, h in enumerate(header) if h.lower() == 'code']:
       typed += [f'{row[0]}: {row[k]}' for row in body
                 if k < len(row) and row[k] and '; code-->' not in row[k]

@@ -103,11 +103,27 @@ def _epsilon(paths: List[str], png: str) -> None:
   figures.plot_accuracy_by_epsilon(figures.read_epsilon_rows(path), png)
 
 
+def _table2_curves(paths: List[str], png: str) -> None:
+  """FedMeta Fig. 2 from one folder of Table 2 runs (`analysis.table2`): accuracy against
+  rounds, and the final accuracy over test writers."""
+  from tff_meta.analysis import table2_figures  # pylint: disable=g-import-not-at-top
+  (root,) = paths
+  table2_figures.plot_curves(root, png)
+
+
+def _table2_cost(paths: List[str], png: str) -> None:
+  """FedMeta Fig. 3 from one folder of Table 2 runs: MB and client GFLOPs to 74% at 20%."""
+  from tff_meta.analysis import table2_figures  # pylint: disable=g-import-not-at-top
+  (root,) = paths
+  table2_figures.plot_cost(root, png)
+
+
 FIGURES: Dict[str, Callable[[List[str], str], None]] = {
     'convergence': _convergence, 'fairness': _fairness,
     'cost_74': lambda paths, png: _cost(paths, png, 0.74),
     'cost_90': lambda paths, png: _cost(paths, png, 0.90),
-    'fewround': _fewround, 'compare': _compare, 'scaling': _scaling, 'epsilon': _epsilon}
+    'fewround': _fewround, 'compare': _compare, 'scaling': _scaling, 'epsilon': _epsilon,
+    'table2_curves': _table2_curves, 'table2_cost': _table2_cost}
 
 
 def draw(kind: str, sources: Sequence[str], png: str, repo: str) -> None:

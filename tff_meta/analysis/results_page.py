@@ -57,7 +57,8 @@ between
 
 with the block's kind (`BLOCKS`) and its files (paths from the repository,
 space-separated): `speed_targets` (a folder of speed CSVs: the targets
-table, `analysis.speed`) and `figure` (a kind of `page_figures.FIGURES`,
+table, `analysis.speed`), `table2`, `table2_paired`, `table2_targets` and `table2_cost` (a
+folder of FedMeta Table 2 runs: `analysis.table2`) and `figure` (a kind of `page_figures.FIGURES`,
 its sources, then the PNG it draws: the image link; the PNG is drawn by
 `--write` only, and `stale_figures` compares its picture data with a redraw).
 
@@ -75,6 +76,7 @@ import re
 import sys
 from typing import Callable, Dict, List, Sequence, Tuple
 
+from tff_meta.analysis import table2
 from tff_meta.analysis.page_sources import KINDS, PageError
 from tff_meta.core import files
 
@@ -141,7 +143,15 @@ def _figure(args: List[str], written: str, draw: bool, page: str) -> str:
   return f'![{alt}]({rel})\n'
 
 
-BLOCKS = {'speed_targets': _speed_targets, 'figure': _figure}
+def _table2(kind: str, paths: List[str], draw: bool) -> str:
+  """A block of `analysis.table2` (its `BLOCKS`) from one folder of Table 2 runs."""
+  del draw
+  (folder,) = paths
+  return table2.BLOCKS[kind](folder) + '\n'
+
+
+BLOCKS = {'speed_targets': _speed_targets, 'figure': _figure,
+          **{kind: functools.partial(_table2, kind) for kind in table2.BLOCKS}}
 
 
 def blocks(text: str, draw: bool = False, page: str = PAGE) -> List[Tuple[str, str, str]]:
