@@ -245,6 +245,24 @@ def test_a_worker_that_exits_at_start_quotes_the_end_of_its_log(tmp_path, monkey
   assert workers.live_pids() == live
 
 
+def test_a_port_whose_closed_connections_wait_is_not_in_use():
+  """A server that was stopped leaves its connections in TIME_WAIT; gRPC and the TLS front bind
+  over them (SO_REUSEADDR), so the check must not call the port taken (a worker restarted on
+  its port, as tests/runtime/test_pool_hosts does)."""
+  import socket
+  server = socket.socket()
+  server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+  server.bind(('127.0.0.1', 0))
+  server.listen()
+  port = server.getsockname()[1]
+  client = socket.create_connection(('127.0.0.1', port))
+  conn, _ = server.accept()
+  conn.close()          # the server closes first: its side of the connection waits (TIME_WAIT)
+  client.close()
+  server.close()
+  assert not workers.port_in_use(port)
+
+
 def test_a_port_taken_after_the_check_is_read_from_the_log(tmp_path, monkeypatch):
   noise = 'x' * 300   # gRPC's line is long: the cause is past what the error quotes of it
   fake = _fake_binary(tmp_path, f'echo "E chttp2_server.cc] {noise} UNKNOWN:Address already in '

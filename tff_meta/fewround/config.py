@@ -22,6 +22,9 @@ from tff_meta.core.fields import Check, above, at_least, check_fields, declared,
 from tff_meta.core.run_keys import RunKeys
 from tff_meta.fewround.model import DISTANCE_CLASSIFIERS
 from tff_meta.fewround.few_round_process import FewRoundHparams
+# The test and training prototype rules register in fewround.process; the config's checks
+# (`one_of(TRAIN_PROTOTYPES)`) and docs/CONFIG.md list them, so they are registered first.
+from tff_meta.fewround import process as _rules  # noqa: F401  pylint: disable=unused-import
 
 
 # n_way: N, or a range [low, high] of N.

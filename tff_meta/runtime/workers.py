@@ -70,6 +70,9 @@ def port_in_use(port: int) -> bool:
   for family, address in ((socket.AF_INET6, '::'), (socket.AF_INET, '0.0.0.0')):
     try:
       with socket.socket(family, socket.SOCK_STREAM) as s:
+        # As gRPC and the TLS front bind: connections of a stopped server left in TIME_WAIT
+        # do not hold the port, only a listening socket does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
           s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         s.bind((address, port))
