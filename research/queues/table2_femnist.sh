@@ -19,6 +19,13 @@
 # Every other cell is scored at its own fraction. Scores: <OUT>/scores/p<support>/<cell>.json,
 # per test writer, for programs.report --scores.
 #
+# Cost measured on this project's 2-core machine (the queue's first cells, 308 writers, two
+# cells at once, at nice 19 beside other work; metrics.csv round_seconds, worker_rss_mb):
+# FedAvg 1.7 s and FedMeta(MAML) 1.2 s a round over rounds 400-550 at load 7-10, 5-8 s at
+# load 12-20; MAML's worker peaked at 4.1 GB (code before the grouped 4-client round), FedAvg's
+# at 2.2 GB. About 1 h a cell with evaluations when the machine is quiet: the 24 trainings
+# take about 12 hours of two slots.
+#
 # Resumable: start the same command again after a kill or a session's end. A cell resumes from
 # its last checkpoint (every 50 rounds: at most 50 rounds are lost); a trained cell (TRAINED)
 # only finishes its scoring; a scored cell (DONE) is skipped. A failed cell is logged and the

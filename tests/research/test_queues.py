@@ -425,3 +425,45 @@ def test_fedec_queue_runs_every_method_of_the_config_at_three_seeds(tmp_path):
                            'status'], capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, 'OUT': str(out)}, check=False)
   assert status.returncode == 0 and 'seed0/fedec: ' in status.stdout, status
+
+
+@pytest.mark.slow
+def test_table2_queue_trains_each_cell_once_and_scores_fedavg_both_ways_in_every_column(tmp_path):
+  """research/queues/table2_femnist.sh with a stand-in Python that records its commands: one
+  programs.train per (support, seed, method) of METHODS, FedAvg at 20% only, scored with
+  --finetune_epochs=0,1 at 20, 50 and 90% and every other cell at its own fraction; a second
+  start finds every cell DONE and runs nothing."""
+  fake = tmp_path / 'py'
+  fake.write_text('#!/usr/bin/env bash\n'
+                  'echo "$@" >> "$CALLS"\n'
+                  'for a in "$@"; do case $a in --output_dir=*) mkdir -p "${a#*=}" ;;\n'
+                  '  --output=*) touch "${a#*=}.json" ;; esac; done\n')
+  fake.chmod(0o755)
+  out, calls = tmp_path / 'out', tmp_path / 'calls'
+  env = {**os.environ, 'PY': str(fake), 'NICE': '0', 'OUT': str(out), 'DATA': str(tmp_path),
+         'METHODS': 'fedavg maml', 'SEEDS': '0 1', 'CALLS': str(calls)}
+  script = os.path.join(ROOT, 'research/queues/table2_femnist.sh')
+  done = subprocess.run(['bash', script], capture_output=True, text=True, timeout=120,
+                        cwd=tmp_path, env=env, check=False)
+  assert done.returncode == 0, done.stderr
+  lines = [shlex.split(line) for line in calls.read_text().splitlines()]
+  trains = [_flags(c[2:]) for c in lines if c[:2] == ['-m', 'programs.train']]
+  cells = {(f['config'].split('table2_femnist_')[1], f['seed']) for f in trains}
+  assert len(trains) == len(cells) == 2 + 2 * 3   # FedAvg once a seed; MAML at 20, 50, 90
+  assert cells == {('p20_fedavg.toml', s) for s in '01'} | {
+      (f'p{p}_maml.toml', s) for p in (20, 50, 90) for s in '01'}
+  for f in trains:
+    assert f['output_dir'] == str(out / f"table2_femnist_{f['config'].split('table2_femnist_')[1][:-5]}_seed{f['seed']}")
+  scores = [_flags(c[2:]) for c in lines if c[:2] == ['-m', 'programs.evaluate']]
+  fedavg = [(f['support_fraction'], f['finetune_epochs']) for f in scores if 'fedavg' in f['run_dir']]
+  assert sorted(fedavg) == sorted([(p, '0,1') for p in ('0.2', '0.5', '0.9')] * 2)
+  maml = {(f['run_dir'].split('_p')[1][:2], f['support_fraction']) for f in scores if 'maml' in f['run_dir']}
+  assert maml == {('20', '0.2'), ('50', '0.5'), ('90', '0.9')}
+  assert all((out / f"table2_femnist_{c.split('.')[0]}_seed{s}" / 'DONE').exists() for c, s in cells)
+  before = calls.read_text()
+  again = subprocess.run(['bash', script], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path, env=env, check=False)
+  assert again.returncode == 0 and calls.read_text() == before
+  status = subprocess.run(['bash', script, 'status'], capture_output=True, text=True,
+                          timeout=60, cwd=tmp_path, env=env, check=False)
+  assert 'table2_femnist_p90_maml_seed1: round 0, done' in status.stdout, status.stdout
