@@ -45,25 +45,7 @@ SLOTS=${SLOTS:-2}
 NICE=${NICE:-19}
 EXTRA=${EXTRA:-}   # more flags for every training, e.g. a smoke test's "--rounds=2 --eval_every=1"
 mkdir -p "$OUT/.slots"
-log() { echo "$(date -u +%FT%TZ) [lane $LANE] $*"; }
-
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
-take() {   # take <dir>: an atomic lock holding this lane's PID; a dead holder's lock is taken over
-  if mkdir "$1" 2>/dev/null; then echo "$OWNER" > "$1/pid"; return 0; fi
-  local holder; holder=$(cat "$1/pid" 2>/dev/null)
-  if [ -z "$holder" ] || ! alive "$holder"; then
-    rm -rf "$1"; mkdir "$1" 2>/dev/null && { echo "$OWNER" > "$1/pid"; return 0; }
-  fi
-  return 1
-}
-slot() {   # slot: waits for one of the SLOTS slots, prints its folder
-  while true; do
-    for n in $(seq 0 $((SLOTS - 1))); do
-      if take "$OUT/.slots/$n"; then echo "$OUT/.slots/$n"; return 0; fi
-    done
-    sleep 30
-  done
-}
+. research/queues/slots.sh   # log, take, slot: the lanes' locks and the shared slots
 
 # cells: one line per cell, "<support> <seed> <method>", in the queue's order.
 cells() {
