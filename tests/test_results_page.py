@@ -370,6 +370,16 @@ def test_code_versions_say_reconstructed_and_resumed(tmp_path):
   assert page_sources.code_versions([a, c]) == '1111111, 4444444 (reconstructed: 1 of 2 folders)'
 
 
+def test_code_versions_keep_the_dirty_mark(tmp_path):
+  """A run from a checkout with uncommitted changes says so on the page: the cut to 7 digits
+  keeps `+dirty`, and a dirty and a clean run of one commit are two versions."""
+  a, b = (str(tmp_path / n) for n in 'ab')
+  _provenance(a, ['663b02a8670b+dirty'])
+  _provenance(b, ['663b02a8670b'])
+  assert page_sources.code_versions([a]) == '663b02a+dirty'
+  assert page_sources.code_versions([a, b]) == '663b02a+dirty, 663b02a'
+
+
 def test_every_code_cell_is_read_from_provenance():
   """Every cell of a "code" column, and every "code" named beside a table's seeds, is a
   `code` marker: `code_versions` of its folders (checked against provenance.csv by the
