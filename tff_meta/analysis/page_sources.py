@@ -78,10 +78,8 @@ def code_versions(folders: Sequence[str]) -> str:
       v = row['code_version']
       mine.setdefault(v if v in (provenance.UNKNOWN, 'not recorded') else short_version(v), None)
     seen.update(mine)
-    if reconstructed(folder):
-      rebuilt += 1
-    elif len(mine) > 1:
-      resumed += 1
+    rebuilt += reconstructed(folder)
+    resumed += len(mine) > 1   # a reconstructed folder may have been resumed as well
   notes = []
   if rebuilt:
     notes.append(RECONSTRUCTED + ('' if rebuilt == len(folders) else
