@@ -48,10 +48,7 @@ cell() {   # cell <seed> <method>
   [ -f "$folder/DONE" ] && return 0
   take "$folder.lock" || return 0   # another lane has it
   local held; held=$(slot)
-  if [ ! -f "$folder/TRAINED" ]; then
-    train "$name" "$folder" "configs/fedmeta/table2_shakespeare_p20_${method}_capped.toml" "$seed"
-    status=$?
-  fi
+  train "$name" "$folder" "configs/fedmeta/table2_shakespeare_p20_${method}_capped.toml" "$seed"; status=$?
   if [ $status -eq 0 ] && [ ! -f "$scores.json" ]; then
     [ "$method" = fedavg ] && finetune=0,1   # FedAvg and FedAvg(Meta) from one training
     mkdir -p "$(dirname "$scores")"

@@ -22,6 +22,7 @@ slot() {   # slot: waits for one of the SLOTS slots, prints its folder
   done
 }
 train() {   # train <name> <folder> <config> <seed>: one programs.train, TRAINED when it exits 0
+  [ -f "$2/TRAINED" ] && return 0   # trained before: only its scoring is left
   log "start $1"
   nice -n "$NICE" "$PY" -m programs.train --progress=false --cache_dir="$DATA" --config="$3" \
     --seed="$4" --output_dir="$2" $EXTRA >> "$2.log" 2>&1

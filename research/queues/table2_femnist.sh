@@ -74,10 +74,7 @@ cell() {   # cell <support> <seed> <method>
   [ -f "$folder/DONE" ] && return 0
   take "$folder.lock" || return 0   # another lane has it
   local held; held=$(slot)
-  if [ ! -f "$folder/TRAINED" ]; then
-    train "$name" "$folder" "configs/fedmeta/table2_femnist_p${support}_${method}.toml" "$seed"
-    status=$?
-  fi
+  train "$name" "$folder" "configs/fedmeta/table2_femnist_p${support}_${method}.toml" "$seed"; status=$?
   if [ $status -eq 0 ]; then
     if [ "$method" = fedavg ]; then   # FedAvg (no fine-tuning) and FedAvg(Meta), every column
       for s in 20 50 90; do
