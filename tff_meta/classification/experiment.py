@@ -147,5 +147,6 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       final_eval_rounds=cfg.final_eval_rounds,
       clients_per_call=cfg.clients_per_call,
       resident_state=plan.resident_state, resample_support=cfg.resample_support,
+      max_client_examples=cfg.max_client_examples,
       pool=pool, max_concurrent_calls=plan.max_concurrent_calls, show_progress=show_progress,
       on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE), saved))
