@@ -21,7 +21,7 @@ in one plain-TF graph (`common.plain_tf_round`), on the default path
   peak resident sets (VmHWM) of the program and its TFF worker, an upper
   bound of what the two hold at once; s/round the median `round_seconds` of
   rounds 2.. (round 1 builds the graphs). Plain TF then runs the *same* rounds
-  (the program's `RoundSampler`, seed and clients) in this process.
+  (the program's `RoundSampler`, seed and clients) in a process of its own.
 
 Without --cache_dir the EMNIST data are generated (`make_emnist_like`,
 --writers writers of 200 examples on average, like FEMNIST's 226) into a
@@ -38,6 +38,7 @@ startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noi
 
 import csv  # noqa: E402
 import glob  # noqa: E402
+import json  # noqa: E402
 import os  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -81,6 +82,8 @@ flags.DEFINE_bool('quick', False, 'Tiny sizes (a test of the command, not a meas
                   'the MLP, 2 and 4 clients of 20 examples, one call, one cell of 2 rounds on '
                   'the MLP, 30 generated writers.')
 flags.DEFINE_string('output_dir', 'ratios_out', 'Folder for ratios.csv and ratios.md.')
+flags.DEFINE_string('plain_cell', '', 'Internal: time this config\'s plain-TF rounds and print '
+                    'them as one JSON line (each cell runs it in a process of its own).')
 FLAGS = flags.FLAGS
 
 HEADER = ['part', 'setting', 'clients', *common.TIMING_HEADER, 'program peak MB',
@@ -146,8 +149,9 @@ def train_cell(config: str, cache_dir: str, output_dir: str):
     return peaks, list(csv.DictReader(f))
 
 
-def plain_cell_seconds(config: str, cache_dir: str, pool) -> list:
-  """Plain TF's wall seconds of each of the cell's rounds, on the rounds the program ran."""
+def plain_cell_seconds(config: str, cache_dir: str, pool) -> dict:
+  """Plain TF's wall seconds of each of the cell's rounds, on the rounds the program ran; the
+  cell's label and clients per round."""
   overrides = {'cache_dir': cache_dir, 'rounds': FLAGS.rounds}
   for item in FLAGS.train_flags:   # --key=value flags the program also took
     key, _, value = item.lstrip('-').partition('=')
@@ -169,22 +173,33 @@ def plain_cell_seconds(config: str, cache_dir: str, pool) -> list:
       seconds.append(clock.wall)
   finally:
     close()
-  return cfg, alg, seconds
+  return {'setting': f'p={cfg.support_fraction:.0%}, {_label(cfg.model, alg.display_name)}',
+          'clients': cfg.clients_per_round, 'seconds': seconds}
 
 
-def cell_rows(pool, cache_dir: str, tmp: str):
+def plain_cell(config: str, cache_dir: str) -> dict:
+  """`plain_cell_seconds` in a process of its own (`--plain_cell`): each cell's data, graphs
+  and traced computations leave with it (kept in this one, 14 cells held 6 GB)."""
+  out = subprocess.run([sys.executable, '-m', 'benchmarks.ratios', f'--plain_cell={config}',
+                        f'--cache_dir={cache_dir}', f'--rounds={FLAGS.rounds}',
+                        f'--train_flags={",".join(FLAGS.train_flags)}'],
+                       cwd=REPO, check=True, capture_output=True, text=True).stdout
+  return json.loads(out.strip().splitlines()[-1])
+
+
+def cell_rows(cache_dir: str, tmp: str):
   """One row per Table 2 cell: its peak memory and s/round against plain TF's."""
   for i, config in enumerate(FLAGS.cells or sorted(
       os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, CELLS)))):
     peaks, rows = train_cell(config, cache_dir, os.path.join(tmp, f'cell{i}'))
-    cfg, alg, plain = plain_cell_seconds(config, cache_dir, pool)
+    cell = plain_cell(config, cache_dir)
+    plain = cell['seconds']
     tff_s = [float(r['round_seconds']) for r in rows]
     later = slice(1, None) if len(tff_s) > 1 else slice(None)
     tff_med, ref_med = statistics.median(tff_s[later]), statistics.median(plain[later])
     timing = [common.fmt(tff_s[later]), common.fmt(plain[later]), f'{tff_med / ref_med:.2f}',
               '', '', '']
-    setting = f'p={cfg.support_fraction:.0%}, {_label(cfg.model, alg.display_name)}'
-    yield _row('Table 2 cell', setting, cfg.clients_per_round, timing,
+    yield _row('Table 2 cell', cell['setting'], cell['clients'], timing,
                (f'{peaks["program"]:.0f}', f'{peaks["worker"]:.0f}',
                 f'{peaks["program"] + peaks["worker"]:.0f}'))
 
@@ -205,6 +220,10 @@ def commit() -> str:
 def main(argv):
   del argv
   logs.quiet()
+  if FLAGS.plain_cell:   # one cell's plain-TF rounds, for `plain_cell`: one JSON line
+    with WorkerPool.local(1) as pool:
+      print(json.dumps(plain_cell_seconds(FLAGS.plain_cell, FLAGS.cache_dir, pool)))
+    return
   if FLAGS.quick:
     for key, value in QUICK.items():
       FLAGS[key].value = value
@@ -215,12 +234,18 @@ def main(argv):
   print(start, flush=True)
   common.table(HEADER)
   rows = []
-  with tempfile.TemporaryDirectory() as tmp, WorkerPool.local(1) as pool:
+
+  def emit(row):
+    print('| ' + ' | '.join(row) + ' |', flush=True)
+    rows.append(row)
+    common.write_csv(csv_path, HEADER, rows)
+  with tempfile.TemporaryDirectory() as tmp:
     cache_dir = FLAGS.cache_dir or generate(os.path.join(tmp, 'data'), FLAGS.writers)
-    for row in (*timed_rows(pool, cache_dir), *cell_rows(pool, cache_dir, tmp)):
-      print('| ' + ' | '.join(row) + ' |', flush=True)
-      rows.append(row)
-      common.write_csv(csv_path, HEADER, rows)
+    with WorkerPool.local(1) as pool:   # stopped before the cells run their own
+      for row in timed_rows(pool, cache_dir):
+        emit(row)
+    for row in cell_rows(cache_dir, tmp):
+      emit(row)
   data = (f'EMNIST data: {FLAGS.cache_dir}' if FLAGS.cache_dir else
           f'EMNIST data generated: {FLAGS.writers} writers (benchmarks/make_emnist_like)')
   with open(os.path.join(FLAGS.output_dir, 'ratios.md'), 'w', encoding='utf-8') as f:
