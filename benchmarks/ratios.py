@@ -1,12 +1,12 @@
 r"""Every speed and memory ratio the results page judges, in one run (issue 69).
 
-  python -m benchmarks.ratios --output_dir=docs/runs/ratios           # generated data
+  python -m benchmarks.ratios --calls=3 --rounds=3 --output_dir=docs/runs/ratios   # generated data
   python -m benchmarks.ratios --cache_dir=<folder of emnist_all.sqlite> --output_dir=<dir>
   python -m benchmarks.ratios --quick --output_dir=/tmp/ratios        # tiny sizes (the test's)
 
-One process, one local TFF worker, three parts, each TFF against the same math
-in one plain-TF graph (`common.plain_tf_round`), on the default path
-(`programs.train` with no flag):
+Three parts, each TFF against the same math in one plain-TF graph
+(`common.plain_tf_round`), on the default path (`programs.train` with no flag);
+the first two share one local TFF worker, stopped before the third starts:
 
 - `4 clients`: FedAvg and FedMeta (MAML, FOMAML, Meta-SGD) on the FEMNIST CNN,
   --clients4 clients x --examples examples (`round_overhead`'s setting);
