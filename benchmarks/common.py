@@ -103,7 +103,8 @@ def plain_tf_round(proc, initial_state, batch):
   """One `tf.compat.v1` graph running the *same* round pieces as the TFF process
   (`proc.client_fn`, `client_update_fn`, `server_update_fn`), state in variables.
 
-  Returns (step(): runs one round on `batch`, read(): the state, close()).
+  Returns (step(round_batch=batch): runs one round on `round_batch`, which has `batch`'s
+  clients and keys, any number of examples each; read(): the state, close()).
   """
   graph = tf.Graph()
   with graph.as_default():
@@ -121,9 +122,12 @@ def plain_tf_round(proc, initial_state, batch):
     init = tf.compat.v1.global_variables_initializer()
   session = tf.compat.v1.Session(graph=graph)
   session.run(init)
-  feed = {p: a for f, c in zip(feeds, batch)
-          for p, a in zip(tf.nest.flatten(f), tf.nest.flatten(dict(c)))}
-  return lambda: session.run(step, feed), lambda: session.run(state_vars), session.close
+  feed_of = lambda b: {p: a for f, c in zip(feeds, b)
+                      for p, a in zip(tf.nest.flatten(f), tf.nest.flatten(dict(c)))}
+  feed = feed_of(batch)
+  run = lambda round_batch=None: session.run(
+      step, feed if round_batch is None else feed_of(round_batch))
+  return run, lambda: session.run(state_vars), session.close
 
 
 def tff_rounds(alg, batch, mode, pool, num_calls):

@@ -35,6 +35,7 @@ import time
 
 from absl import app, flags
 
+from benchmarks.processes import children, cpu_seconds, is_worker
 from tff_meta.core import files
 from tff_meta.runtime import workers
 
@@ -54,38 +55,6 @@ HEADER = ['config', 'label', 'worker_env', 'train_flags', 'rounds', 'peak_worker
           'last_round_worker_rss_mb', 'median_s_per_round', 'worker_cpu_s', 'load_start',
           'load_end',
           'last_train_loss', 'last_test_accuracy', 'commit']
-
-
-def children(pid: int) -> list:
-  """PIDs of the processes whose parent is `pid` (from /proc)."""
-  found = []
-  for entry in os.listdir('/proc'):
-    if entry.isdigit():
-      try:
-        with open(f'/proc/{entry}/stat') as f:
-          if int(f.read().rsplit(')', 1)[1].split()[1]) == pid:
-            found.append(int(entry))
-      except (OSError, ValueError, IndexError):
-        pass
-  return found
-
-
-def is_worker(pid: int) -> bool:
-  try:
-    with open(f'/proc/{pid}/cmdline', 'rb') as f:
-      return os.path.basename(f.read().split(b'\0')[0]) == b'worker_binary'
-  except OSError:
-    return False
-
-
-def cpu_seconds(pid: int) -> float:
-  """User + system CPU seconds of process `pid` so far (/proc/<pid>/stat); NaN if gone."""
-  try:
-    with open(f'/proc/{pid}/stat') as f:
-      fields = f.read().rsplit(')', 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-  except (OSError, ValueError, IndexError):
-    return float('nan')
 
 
 def run_config(config: str, output_dir: str, env: dict) -> dict:

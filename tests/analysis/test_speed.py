@@ -1,5 +1,5 @@
 """The speed CSVs as the results page shows them (`analysis.speed`): timing cells, the targets
-table's verdicts and the scaling figure."""
+table's verdicts, the ratios table and the scaling figure."""
 
 import csv
 
@@ -48,6 +48,24 @@ def test_targets_are_judged_on_every_run_at_a_quiet_load(tmp_path):
   assert '| busy only | 2.00 | 1.00 | ≤ 1.5 | no run at that load | 6.5 | busy.csv |' in table
   with pytest.raises(ValueError, match='0 rows'):
     speed.targets_markdown(str(tmp_path), [speed.Target('x', ('a.csv',), {'model': 'cnn'}, 1.0)])
+
+
+def test_ratios_table_shows_each_setting_and_a_cell_s_peak_as_program_plus_worker(tmp_path):
+  header = ['part', 'setting', 'clients', 'TFF s/round', 'plain TF s/round', 'ratio',
+            'TFF CPU s/round', 'plain TF CPU s/round', 'CPU ratio', 'program peak MB',
+            'worker peak MB', 'peak MB', 'load average']
+  with open(tmp_path / 'ratios.csv', 'w', newline='') as f:
+    writer = csv.writer(f)
+    writer.writerow(header)
+    writer.writerow(['4 clients', 'MLP, FedAvg', '4', '0.012 [0.010-0.020]',
+                     '0.010 [0.009-0.011]', '1.20', '0.011', '0.010', '1.10', '', '', '', '1.5'])
+    writer.writerow(['Table 2 cell', 'p=20%, FEMNIST CNN, FedMeta(MAML)', '4',
+                     '1.100 [1.000-1.200]', '1.000 [0.900-1.100]', '1.10', '', '', '', '900',
+                     '1500', '2400', '3.0'])
+  table = speed.ratios_markdown(str(tmp_path / 'ratios.csv')).splitlines()
+  assert table[2] == '| 4 clients | MLP, FedAvg | 0.012 | 0.010 | 1.20 | 1.10 | - | 1.5 |'
+  assert table[3] == ('| Table 2 cell | p=20%, FEMNIST CNN, FedMeta(MAML) | 1.100 | 1.000 | 1.10 | '
+                      '- | 2400 (900 + 1500) | 3.0 |')
 
 
 def test_scaling_figure_draws_every_line(tmp_path):

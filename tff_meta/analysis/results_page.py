@@ -57,7 +57,8 @@ between
 
 with the block's kind (`BLOCKS`) and its files (paths from the repository,
 space-separated): `speed_targets` (a folder of speed CSVs: the targets
-table, `analysis.speed`), `table2`, `table2_paired`, `table2_targets` and `table2_cost` (a
+table, `analysis.speed`), `speed_ratios` (`benchmarks/ratios.py`'s CSV, one table),
+`table2`, `table2_paired`, `table2_targets` and `table2_cost` (a
 folder of FedMeta Table 2 runs: `analysis.table2`) and `figure` (a kind of `page_figures.FIGURES`,
 its sources, then the PNG it draws: the image link; the PNG is drawn by
 `--write` only, and `stale_figures` compares its picture data with a redraw).
@@ -130,6 +131,13 @@ def _speed_targets(paths: List[str], draw: bool) -> str:
   return speed.targets_markdown(folder) + '\n'
 
 
+def _speed_ratios(paths: List[str], draw: bool) -> str:
+  del draw
+  from tff_meta.analysis import speed  # pylint: disable=g-import-not-at-top
+  (path,) = paths
+  return speed.ratios_markdown(path) + '\n'
+
+
 def _figure(args: List[str], written: str, draw: bool, page: str) -> str:
   """A figure block: `<kind> <source>... <png>` -> its image link (the alt text as written);
   `draw` redraws the PNG from the sources."""
@@ -150,7 +158,7 @@ def _table2(kind: str, paths: List[str], draw: bool) -> str:
   return table2.BLOCKS[kind](folder) + '\n'
 
 
-BLOCKS = {'speed_targets': _speed_targets, 'figure': _figure,
+BLOCKS = {'speed_targets': _speed_targets, 'speed_ratios': _speed_ratios, 'figure': _figure,
           **{kind: functools.partial(_table2, kind) for kind in table2.BLOCKS}}
 
 

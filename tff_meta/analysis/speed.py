@@ -1,8 +1,9 @@
-"""The speed benchmarks' CSVs as the results page shows them: the targets table and the
-scaling figure (seconds per round against clients per round, log-log).
+"""The speed benchmarks' CSVs as the results page shows them: the targets table, the
+one-run ratios table and the scaling figure (seconds per round against clients per round,
+log-log).
 
 The CSVs are `benchmarks/scaling.py`'s and `benchmarks/round_overhead.py`'s
-(`--csv`): one row per setting, timings written `median [min-max]`, the ratio
+(`--csv`) and `benchmarks/ratios.py`'s `ratios.csv`: one row per setting, timings written `median [min-max]`, the ratio
 of the TFF and plain-TF medians measured in one run with the calls
 alternating, and the load average when the row was measured. Like the rest
 of `tff_meta.analysis`, no TensorFlow.
@@ -107,6 +108,19 @@ def targets_markdown(folder: str, targets: Sequence[Target] = TARGETS) -> str:
   return markdown_table(['setting (default path)', 'ratio, per run', 'CPU ratio, per run',
                          'target', f'met at load ≤ {QUIET_LOAD:g}', 'load average', 'files'],
                         body)
+
+
+def ratios_markdown(path: str) -> str:
+  """`benchmarks/ratios.py`'s CSV as one table: per setting, TFF's and plain TF's median
+  seconds per round, their ratio (and CPU ratio), a Table 2 cell's peak memory (program +
+  worker, MB) and the load average when the row was measured."""
+  body = [[r['part'], r['setting'], timing(r['TFF s/round'])[0], timing(r['plain TF s/round'])[0],
+           r['ratio'], r['CPU ratio'] or '-',
+           f'{r["peak MB"]} ({r["program peak MB"]} + {r["worker peak MB"]})' if r['peak MB']
+           else '-', r['load average']] for r in read_rows(path)]
+  return markdown_table(['part', 'setting (default path)', 'TFF s/round', 'plain TF s/round',
+                         'ratio', 'CPU ratio', 'peak MB (program + worker)', 'load average'],
+                        [[f'{x:.3f}' if isinstance(x, float) else x for x in row] for row in body])
 
 
 def scaling_curves(rows: Sequence[Mapping[str, str]], model: str
