@@ -90,7 +90,7 @@ class ExperimentConfig:
       -1.0, 'Memory budget of each local TFF worker in MB, from which a run with '
       'max_concurrent_calls = -1 sizes the client calls the worker runs at once and, if not '
       'even one fits next to the resident server state, sends the state each round '
-      '(runtime/memory_choice.py; same results). -1 = 2000 on machines with less than 16 GiB '
+      '(runtime/execution_plan.py; same results). -1 = 2000 on machines with less than 16 GiB '
       'of memory, no budget elsewhere; 0 = no budget.',
       Check('-1 (the default for this machine), 0 (no budget) or > 0', lambda v: v == -1 or v >= 0))
   # Differential privacy and secure aggregation of the update (tff_meta/classification/privacy.py).

@@ -65,11 +65,6 @@ def can_apply_in_place(optimizer) -> bool:
           and not isinstance(tf.compat.v1.get_default_graph(), func_graph.FuncGraph))
 
 
-# How many `InPlaceAdam`s were built in this process: a caller that traces a client's
-# work can tell from its change whether that work steps in place (`algorithms.process`).
-IN_PLACE_BUILDS = 0
-
-
 class InPlaceAdam:
   """The weights and Adam slots of one local loop, as variables of the current graph.
 
@@ -79,8 +74,6 @@ class InPlaceAdam:
   """
 
   def __init__(self, optimizer: FusedAdam, weights: Sequence[tf.Tensor]):
-    global IN_PLACE_BUILDS
-    IN_PLACE_BUILDS += 1
     hparams = optimizer.constants
     self._lr, self._beta_1, self._beta_2, self._epsilon = (
         tf.cast(hparams[k], tf.float32) for k in ('learning_rate', 'beta_1', 'beta_2', 'epsilon'))
