@@ -84,7 +84,8 @@ def reset_peak(pid: int) -> None:
 
 def measure(cfg, data, alg, bound: int):
   """A dict of the setting's cells; 'stopped' when the worker passed the limit."""
-  sampler = RoundSampler(alg.train_data, data.train, cfg.clients_per_round, cfg.seed)
+  sampler = RoundSampler(alg.train_data, data.train, cfg.clients_per_round, cfg.seed,
+                         cfg.resample_support, cfg.max_client_examples)
   out = {'clients': sampler.num_clients,
          'examples': sum(len(c.support) + len(c.query) for c in sampler.sample(1).clients)}
   with WorkerPool.local(1, max_concurrent_calls=bound) as pool:

@@ -2,7 +2,7 @@ r"""Trains any task from its config: classification, few-round learning or recom
 
   python -m programs.train --config=configs/demo/digits.toml --algorithm=fedmeta_maml
   python -m programs.train --config=configs/fedmeta/table2_femnist_p20_maml.toml --cache_dir=<tff data folder>
-  python -m programs.train --config=configs/fewround/femnist62_5way_iid.toml --cache_dir=<tff data folder>
+  python -m programs.train --config=configs/fewround/femnist62_5way_iid.toml --data_path=<tff data folder>
   python -m programs.train --config=configs/recommend/movielens_p80.toml --data_path=<ml-100k folder>
 
 The config's keys say its task (`tff_meta/program/tasks.py`); the task's

@@ -70,7 +70,8 @@ def _read(path: str) -> str:
 def program_flags():
   """Every program the page and the README name -> its flags, collected in one process of its
   own (started first, so that it runs while the numbers are checked)."""
-  modules = sorted({m for path in (PAGE, README) for m, _ in results_page.commands(_read(path))})
+  modules = sorted({m for path in (PAGE, README) for m, _ in results_page.commands(_read(path))}
+                   | {key for key, _ in _docstring_commands()})
   proc = subprocess.Popen([sys.executable, '-m', 'tests.program_flags', ','.join(modules)], cwd=REPO, stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, text=True)
   yield lambda: json.loads(proc.communicate(timeout=300)[0])
@@ -157,6 +158,27 @@ def test_every_command_parses(program_flags):
       known = set(defined) | ABSL_FLAGS | {f'no{f}' for f in defined}
       problems += [f'{os.path.basename(path)}: {module} has no flag --{f}'
                    for f in used if f not in known]
+  assert not problems, problems
+
+
+def _docstring_commands():
+  """('programs.X@<config>', [flag names]) of each example command with a --config in the
+  programs' docstrings: the flags must be that config's task's, not any task's."""
+  found = []
+  for name in sorted(os.listdir(os.path.join(REPO, 'programs'))):
+    if name.endswith('.py'):
+      for m in re.finditer(r'python -m (programs\.\w+)([^\n]*--config=(configs/\S+\.toml)[^\n]*)',
+                           _read(os.path.join(REPO, 'programs', name))):
+        found.append((f'{m.group(1)}@{m.group(3)}', results_page.FLAG_RE.findall(m.group(2))))
+  return found
+
+
+def test_every_docstring_command_takes_its_configs_flags(program_flags):
+  flags_of = program_flags()
+  found = _docstring_commands()
+  assert len(found) >= 3, 'the programs lost their example commands'
+  problems = [f'{key} has no flag --{f}' for key, used in found for f in used
+              if f not in set(flags_of[key]) | ABSL_FLAGS]
   assert not problems, problems
 
 
@@ -368,6 +390,20 @@ def test_code_versions_say_reconstructed_and_resumed(tmp_path):
                                                 '(resumed under a newer commit: 1 of 2 folders)')
   assert page_sources.code_versions([c]) == '4444444 (reconstructed)'
   assert page_sources.code_versions([a, c]) == '1111111, 4444444 (reconstructed: 1 of 2 folders)'
+  d = str(tmp_path / 'd')   # reconstructed, then finished by a later commit: both are said
+  _provenance(d, ['5555555eeee', '6666666ffff'], note='reconstructed from git history')
+  assert page_sources.code_versions([d]) == ('5555555, 6666666 (reconstructed) '
+                                             '(resumed under a newer commit)')
+
+
+def test_code_versions_keep_the_dirty_mark(tmp_path):
+  """A run from a checkout with uncommitted changes says so on the page: the cut to 7 digits
+  keeps `+dirty`, and a dirty and a clean run of one commit are two versions."""
+  a, b = (str(tmp_path / n) for n in 'ab')
+  _provenance(a, ['663b02a8670b+dirty'])
+  _provenance(b, ['663b02a8670b'])
+  assert page_sources.code_versions([a]) == '663b02a+dirty'
+  assert page_sources.code_versions([a, b]) == '663b02a+dirty, 663b02a'
 
 
 def test_every_code_cell_is_read_from_provenance():

@@ -45,7 +45,7 @@ SLOTS=${SLOTS:-2}
 NICE=${NICE:-19}
 EXTRA=${EXTRA:-}   # more flags for every training, e.g. a smoke test's "--rounds=2 --eval_every=1"
 mkdir -p "$OUT/.slots"
-. research/queues/slots.sh   # log, take, slot: the lanes' locks and the shared slots
+. research/queues/slots.sh   # log, take, slot, train: lanes' locks, shared slots, a training
 
 # cells: one line per cell, "<support> <seed> <method>", in the queue's order.
 cells() {
@@ -74,15 +74,7 @@ cell() {   # cell <support> <seed> <method>
   [ -f "$folder/DONE" ] && return 0
   take "$folder.lock" || return 0   # another lane has it
   local held; held=$(slot)
-  if [ ! -f "$folder/TRAINED" ]; then
-    log "start $name"
-    nice -n "$NICE" "$PY" -m programs.train --progress=false --cache_dir="$DATA" \
-      --config="configs/fedmeta/table2_femnist_p${support}_${method}.toml" --seed="$seed" \
-      --output_dir="$folder" $EXTRA >> "$folder.log" 2>&1
-    status=$?
-    [ $status -eq 0 ] && touch "$folder/TRAINED"
-    log "trained $name (exit $status; $folder.log)"
-  fi
+  train "$name" "$folder" "configs/fedmeta/table2_femnist_p${support}_${method}.toml" "$seed"; status=$?
   if [ $status -eq 0 ]; then
     if [ "$method" = fedavg ]; then   # FedAvg (no fine-tuning) and FedAvg(Meta), every column
       for s in 20 50 90; do

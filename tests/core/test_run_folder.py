@@ -156,8 +156,10 @@ def test_settings_an_older_config_lacks_count_as_their_defaults():
   assert _changes(current, defaults=defaults) == []
   assert _changes({**current, 'new_key': 4}, defaults=defaults) == ['new_key: 3 -> 4']
   assert _changes(current) == ['hparams.beta: (absent) -> 0.5', 'new_key: (absent) -> 3']
-  # A key dropped from the schema is not compared.
-  assert resume.settings_changes({**SAVED, 'gone': 1}, SAVED, may_differ=()) == []
+  # A saved key today's schema lacks (renamed or dropped) is a change: its value made the run.
+  assert resume.settings_changes({**SAVED, 'gone': 1}, SAVED, may_differ=()) == [
+      'gone: 1 -> (not a setting of this version)']
+  assert resume.settings_changes({**SAVED, 'gone': 1}, SAVED, may_differ=('gone',)) == []
 
 
 def test_check_resume_refuses_other_settings_and_changes_nothing(tmp_path):
@@ -171,6 +173,11 @@ def test_check_resume_refuses_other_settings_and_changes_nothing(tmp_path):
   assert str(e.value).startswith(f'{folder} holds a run with other settings, which change what '
                                  'it computes: seed: 0 -> 7.')
   assert f'use a new --output_dir, or delete {folder}' in str(e.value)
+  (folder / run_folder.CONFIG_FILE).write_text('seed = 0\nrounds = 10\nmeta_lr = 0.1\n')
+  with pytest.raises(run_folder.RunFolderError) as e:   # a key renamed since the run
+    resume.check_resume(str(folder), {'seed': 0, 'rounds': 10}, may_differ=())
+  assert 'meta_lr: 0.1 -> (not a setting of this version)' in str(e.value)
+  assert f'python -m research.rename_config_keys {folder}' in str(e.value)
   (folder / run_folder.CONFIG_FILE).write_bytes(b'\xff seed = [')
   with pytest.raises(run_folder.RunFolderError, match='config.toml .* cannot be read'):
     resume.check_resume(str(folder), {'seed': 0}, may_differ=())

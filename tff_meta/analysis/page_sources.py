@@ -57,9 +57,15 @@ def reconstructed(folder: str) -> bool:
     return False
 
 
+def short_version(version: str) -> str:
+  """`version` (12 hex digits, maybe `+dirty`) cut to 7 digits, keeping the `+dirty` mark."""
+  commit, dirty, _ = version.partition('+dirty')
+  return commit[:7] + dirty
+
+
 def code_versions(folders: Sequence[str]) -> str:
-  """The code versions that wrote `folders` (provenance.csv), oldest first, 7 digits each;
-  then "(reconstructed)" when a folder's provenance was written after the run (its `note`
+  """The code versions that wrote `folders` (provenance.csv), oldest first, 7 digits each
+  (a `+dirty` mark, a checkout with uncommitted changes, is kept after the digits); then "(reconstructed)" when a folder's provenance was written after the run (its `note`
   says so; "k of n folders" when not all), "(resumed under a newer commit)" when a folder
   names several versions."""
   from tff_meta.core import provenance  # pylint: disable=g-import-not-at-top
@@ -70,12 +76,10 @@ def code_versions(folders: Sequence[str]) -> str:
     mine = {}
     for row in rows:
       v = row['code_version']
-      mine.setdefault(v if v in (provenance.UNKNOWN, 'not recorded') else v[:7], None)
+      mine.setdefault(v if v in (provenance.UNKNOWN, 'not recorded') else short_version(v), None)
     seen.update(mine)
-    if reconstructed(folder):
-      rebuilt += 1
-    elif len(mine) > 1:
-      resumed += 1
+    rebuilt += reconstructed(folder)
+    resumed += len(mine) > 1   # a reconstructed folder may have been resumed as well
   notes = []
   if rebuilt:
     notes.append(RECONSTRUCTED + ('' if rebuilt == len(folders) else

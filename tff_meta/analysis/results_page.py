@@ -199,12 +199,12 @@ def write(text: str, draw: bool = False, page: str = PAGE) -> str:
   return BLOCK_RE.sub(lambda m: m.group(1) + next(filled) + m.group(5), text)
 
 
-COMMAND_RE = re.compile(r'python -m (programs\.\w+)((?:\\\n|[^\n])*)')
+COMMAND_RE = re.compile(r'python -m ((?:programs|research)\.\w+)((?:\\\n|[^\n])*)')
 FLAG_RE = re.compile(r'(?<![\w-])--(\w+)')
 
 
 def commands(text: str) -> List[Tuple[str, List[str]]]:
-  """(program module, [flag names]) of every `python -m programs.X ...` in the page's fenced
+  """(program module, [flag names]) of every `python -m programs.X ...` (or `research.X`) in the page's fenced
   code blocks; a command may continue over lines ending in a backslash."""
   blocks = re.findall(r'^```[^\n]*\n(.*?)^```', text, re.MULTILINE | re.DOTALL)
   return [(m.group(1), FLAG_RE.findall(m.group(2).split('#')[0]))

@@ -79,6 +79,11 @@ class ExperimentConfig:
       'Alg. 1 line 13), seeded by (seed, round, client); same support fraction. Validation '
       'and test clients keep their fixed split. No effect on methods that train on all of a '
       'client\'s data (FedAvg, ...).')
+  max_client_examples: int = field(
+      0, 'Keep at most N of each sampled training client\'s examples a round, drawn afresh by '
+      '(seed, round, client); an episode keeps its support/query proportion. Bounds the cost '
+      'of rounds on large clients (Shakespeare roles). Validation and test clients are not '
+      'capped. 0 = all.', at_least(0))
   min_samples: int = field(
       2, 'Clients with fewer samples are filtered out (FedMeta: 10/20/25).', at_least(0))
   draw_clients: int = field(

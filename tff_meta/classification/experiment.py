@@ -144,5 +144,5 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
       final_eval_rounds=cfg.final_eval_rounds, plan=plan, resample_support=cfg.resample_support,
-      pool=pool, show_progress=show_progress,
+      max_client_examples=cfg.max_client_examples, pool=pool, show_progress=show_progress,
       on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE), saved))

@@ -160,6 +160,7 @@ class RoundSampler:
   clients_per_round: int
   seed: int
   resample: bool = False             # resample_support
+  max_examples: int = 0              # max_client_examples
   _built: Dict[int, SampledRound] = dataclasses.field(default_factory=dict, repr=False)
 
   def __post_init__(self):
@@ -185,8 +186,9 @@ class RoundSampler:
     idx = client_data.sample_clients(len(self.clients), self.clients_per_round, self.seed,
                                      round_num)
     clients = [self.clients[i] for i in idx]
-    return SampledRound(clients, client_data.round_data(self.kind, clients, self.seed, round_num,
-                                                        resample=self.resample))
+    return SampledRound(clients, client_data.round_data(
+        self.kind, clients, self.seed, round_num, resample=self.resample,
+        max_examples=self.max_examples))
 
 
 async def _restore(alg: Algorithm, output_dir: str, state_manager):
@@ -257,10 +259,11 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
                pool: WorkerPool, show_progress: bool, plan: ExecutionPlan,
                final_eval_rounds: int = 1, resample_support: bool = False,
-               privacy: Optional[Budget] = None,
+               max_client_examples: int = 0, privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
   schedule = Schedule(rounds, eval_every, checkpoint_every, final_eval_rounds)
-  sampler = RoundSampler(alg.train_data, data.train, clients_per_round, seed, resample_support)
+  sampler = RoundSampler(alg.train_data, data.train, clients_per_round, seed, resample_support,
+                         max_client_examples)
   per_round = communication.round_bytes(alg.process, sampler.num_clients)
   if resample_support and alg.train_data != 'episode':
     note(f'resample_support has no effect on {alg.display_name}: it trains on all of a '
@@ -355,7 +358,8 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
         final_eval_rounds: int = 1, plan: ExecutionPlan = ExecutionPlan(),
-        resample_support: bool = False, privacy: Optional[Budget] = None,
+        resample_support: bool = False, max_client_examples: int = 0,
+        privacy: Optional[Budget] = None,
         on_start: Optional[Callable[[], None]] = None) -> RunResult:
   """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
 
@@ -363,7 +367,8 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
   state, clients per TFF call and the local worker's calls at once; every
   plan gives the same results.
   `resample_support` draws each training
-  client's support/query split afresh every round (`protocol.resample_split`).
+  client's support/query split afresh every round (`protocol.resample_split`);
+  `max_client_examples` > 0 keeps at most that many of a client's examples a round.
   `privacy` (a DP run's `privacy.Budget`) adds epsilon to eval.csv, the
   progress bar and the result.
   `on_start()` runs once the checkpoint (if any)
@@ -373,7 +378,8 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress,
                 final_eval_rounds=final_eval_rounds, plan=plan,
-                resample_support=resample_support, privacy=privacy, on_start=on_start)
+                resample_support=resample_support, max_client_examples=max_client_examples,
+                privacy=privacy, on_start=on_start)
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:

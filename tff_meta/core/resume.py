@@ -25,6 +25,10 @@ class _Absent:
 
 
 _ABSENT = _Absent()   # a key one of the two configs lacks (and no default names)
+UNKNOWN = 'not a setting of this version'   # a saved top-level key today's schema lacks
+# What a refusal suggests when a saved key is unknown: it may have been renamed.
+RENAME_HINT = ('if a key was renamed, `python -m research.rename_config_keys {folder}` '
+               'rewrites its name in the folder')
 
 
 def flatten_settings(config: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
@@ -59,7 +63,10 @@ def settings_changes(saved: Mapping[str, Any], current: Mapping[str, Any], *,
   Keys in `may_differ` (or inside those tables) are not compared; a key in `may_grow` may take
   a larger number (more rounds extend a run), not a smaller one. A key `saved` lacks (a config
   written before the key existed) counts as its value in `defaults` (a config of defaults,
-  nested the same way). A saved top-level key that `current` does not have (dropped from the schema) is ignored.
+  nested the same way). A saved top-level key that `current` does not have (renamed or
+  dropped from the schema; `current` holds every key of today's schema) is a change to
+  '(not a setting of this version)': its value entered the saved run, and resuming without it
+  could compute something else.
   """
   old = flatten_settings(saved)
   new = flatten_settings(current)
@@ -67,7 +74,10 @@ def settings_changes(saved: Mapping[str, Any], current: Mapping[str, Any], *,
   may_differ, may_grow = tuple(may_differ), frozenset(may_grow)
   changes = []
   for key in sorted(set(old) | set(new)):
-    if key.split('.')[0] not in current or _covered(key, may_differ):
+    if _covered(key, may_differ):
+      continue
+    if key.split('.')[0] not in current:
+      changes.append(f'{key}: {old[key]!r} -> ({UNKNOWN})')
       continue
     before = old.get(key, default.get(key, _ABSENT))
     after = new.get(key, default.get(key, _ABSENT))
@@ -100,10 +110,12 @@ def check_resume(folder: str, current: Mapping[str, Any], **rules) -> None:
         f'restore it, use a new --output_dir, or delete {folder} to start over.') from None
   changes = settings_changes(saved, current, **rules)
   if changes:
+    renamed = any(c.endswith(f'({UNKNOWN})') for c in changes)
     raise RunFolderError(
         f'{folder} holds a run with other settings, which change what it computes: '
         f'{"; ".join(changes)}. Resuming would mix two runs. Rerun with the settings of {path}, '
-        f'use a new --output_dir, or delete {folder} to start over.')
+        + (RENAME_HINT.format(folder=folder) + ', ' if renamed else '')
+        + f'use a new --output_dir, or delete {folder} to start over.')
 
 
 def claim_for_resume(folder: str, current: Mapping[str, Any], **rules) -> None:

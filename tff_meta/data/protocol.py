@@ -157,7 +157,8 @@ class ProtocolData:
             f'{count(self.test)} examples); {self.num_filtered} clients filtered out{drawn}')
 
 
-def _client_seed(seed: int, client_id: str) -> int:
+def client_seed(seed: int, client_id: str) -> int:
+  """A client's seed under `seed`, the same in every process (not Python's salted hash)."""
   digest = hashlib.sha256(f'{seed}:{client_id}'.encode()).digest()
   return int.from_bytes(digest[:8], 'little')
 
@@ -197,7 +198,7 @@ def split_indices(n: int, support_fraction: float, seed: int, client_id: str,
     raise DataError(f'Client {client_id!r} has {n} examples: {name} = {support_fraction} gives '
                     f'it {num_support} and {n - num_support}, and neither may be 0; raise '
                     f'min_samples or change {name}.')
-  order = np.random.default_rng(_client_seed(seed, client_id)).permutation(n)
+  order = np.random.default_rng(client_seed(seed, client_id)).permutation(n)
   return np.sort(order[:num_support]), np.sort(order[num_support:])
 
 
@@ -242,7 +243,7 @@ def support_query_split(arrays: ClientArrays, support_fraction: float, seed: int
 def _redraw(rows: np.ndarray, num_support: int, seed: int, round_num: int,
             client_id: str) -> Tuple[np.ndarray, np.ndarray]:
   order = np.random.default_rng(
-      [_client_seed(seed, client_id), int(round_num)]).permutation(len(rows))
+      [client_seed(seed, client_id), int(round_num)]).permutation(len(rows))
   return rows[np.sort(order[:num_support])], rows[np.sort(order[num_support:])]
 
 
