@@ -30,8 +30,8 @@ COUNTS = (
     ('FedMeta(MAML), every module it imports', ('tff_meta.algorithms.fedmeta',), None),
     ('a classification training run: programs/train, the task, the loop, the run folder',
      _TRAIN, _TRAIN + ('tff_meta.classification', 'tff_meta.core.loop', 'tff_meta.core.run_folder',
-                       'tff_meta.program.executor', 'tff_meta.runtime.runner_choice',
-                       'tff_meta.runtime.memory_choice', 'tff_meta.runtime.rounds')),
+                       'tff_meta.program.executor', 'tff_meta.runtime.execution_plan',
+                       'tff_meta.runtime.rounds')),
     ('a training run, every module it imports', ('programs.train',), None),
 )
 

@@ -20,7 +20,7 @@ from tff_meta.algorithms import process as process_lib
 from tff_meta.core.tables import markdown_table
 from tff_meta.data import load_dataset, protocol
 from tff_meta.classification.config import ExperimentConfig
-from tff_meta.runtime.runner_choice import choose_runner
+from tff_meta.runtime.execution_plan import ExecutionPlan
 from tff_meta.runtime import workers
 from tff_meta.runtime.resident import ResidentRounds
 from tff_meta.runtime.rounds import PlainRounds
@@ -134,7 +134,7 @@ def tff_rounds(alg, batch, mode, pool, num_calls):
   """(rounds per call, run(state, call) -> state after the call, close()) for `mode`.
 
   `default` is the path `programs.train` takes with no flag: the runner the
-  training loop's own `choose_runner` picks with the config defaults
+  training loop's own `ExecutionPlan` builds with the config defaults
   (`resident_state`, `clients_per_call`); `resident` is
   `ResidentRounds` (one client per call); `grouped` the resident path with all
   the round's clients in one call per worker, `groupedK` with groups of at
@@ -147,10 +147,9 @@ def tff_rounds(alg, batch, mode, pool, num_calls):
       defaults = ExperimentConfig()
       per_call = (defaults.clients_per_call if mode == 'default'
                   else int(mode[len('grouped'):] or -(-len(batch) // len(pool.addresses))))
-      runner = choose_runner(alg, pool,
-                             resident_state=defaults.resident_state, num_clients=len(batch),
-                             round_batch=lambda r: batch, needs_state=needs_state,
-                             clients_per_call=per_call)
+      plan = ExecutionPlan(resident_state=defaults.resident_state, clients_per_call=per_call)
+      runner = plan.runner(alg, pool, num_clients=len(batch), round_batch=lambda r: batch,
+                           needs_state=needs_state)
     else:
       runner = ResidentRounds(alg.process, pool.addresses[0], len(batch), needs_state)
     return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close

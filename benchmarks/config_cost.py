@@ -31,7 +31,7 @@ from benchmarks import common  # noqa: E402
 from tff_meta.classification import config as config_lib  # noqa: E402
 from tff_meta.classification import experiment  # noqa: E402
 from tff_meta.core import logs
-from tff_meta.runtime.runner_choice import choose_runner  # noqa: E402
+from tff_meta.runtime.execution_plan import ExecutionPlan  # noqa: E402
 from tff_meta.classification.round_evaluation import Evaluation  # noqa: E402
 from tff_meta.classification.training_loop import RoundSampler  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
@@ -94,11 +94,10 @@ def measure(cfg, data, alg, bound: int):
     try:
       with tff.framework.get_context_stack().install(pool.context):
         state = alg.process.initialize()
-        runner = choose_runner(alg, pool,
-                               resident_state=cfg.resident_state,
-                               num_clients=sampler.num_clients,
-                               round_batch=lambda r: sampler.sample(r).batch,
-                               needs_state=lambda r: r == FLAGS.rounds)
+        plan = ExecutionPlan(resident_state=cfg.resident_state, clients_per_call=1)
+        runner = plan.runner(alg, pool, num_clients=sampler.num_clients,
+                             round_batch=lambda r: sampler.sample(r).batch,
+                             needs_state=lambda r: r == FLAGS.rounds)
         reset_peak(worker.pid)
         seconds, cpu = [], []
         with runner:

@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
 from benchmarks import common  # noqa: E402
-from tff_meta.algorithms import grouped  # noqa: E402
+from tff_meta.runtime import grouped  # noqa: E402
 from tff_meta.core import logs  # noqa: E402
 from tff_meta.runtime import contexts, fast_values, grouped_rounds, resident_data  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402

@@ -9,7 +9,7 @@ For each algorithm and each --modes entry, the same real clients' data are
 run for every round:
 - TFF, on a project-owned local C++ worker:
   - `default`: what `programs.train` runs with no flag, the runner the
-    training loop's own `choose_runner` picks from the config defaults
+    training loop's own `ExecutionPlan` builds from the config defaults
     (today the resident path below);
   - `plain`: `PlainRounds`, one `process.next` per round (the state travels
     between Python and the worker every round);
@@ -48,7 +48,7 @@ flags.DEFINE_list('algorithms', ['fedavg', 'fedmeta_maml', 'fedmeta_fomaml', 'fe
                   'Algorithms to time (overrides --algorithm).')
 flags.DEFINE_list('modes', ['default', 'plain'],
                   'Settings to time: default = the path programs.train takes with no flag '
-                  '(runner_choice.choose_runner); plain = one process.next per round; resident = the '
+                  '(runtime/execution_plan.py); plain = one process.next per round; resident = the '
                   'state stays on the worker (one round per call).')
 flags.DEFINE_integer('calls', 5, 'Timed calls per setting (median, min, max reported).')
 flags.DEFINE_integer('warmup', 1, 'Untimed calls first (the first one is checked).')

@@ -11,8 +11,8 @@ FEMNIST CNN 6.6M parameters) and each number of clients per round (up to
 round against the same math in one plain-TF graph, with `common.time_setting`
 (calls alternate between the two; the first TFF call is checked against
 plain TF). Modes: `default` (what `programs.train` runs: grouped where
-`runner_choice` groups), `resident` (one client per call) and `grouped`
-(all of the round's clients in one call, `algorithms/grouped.py`). Prints
+`execution_plan` groups), `resident` (one client per call) and `grouped`
+(all of the round's clients in one call, `runtime/grouped.py`). Prints
 s/round (median [min-max]), the ratio of medians, the CPU ratio and the
 load average when the row was measured (the machine may be shared);
 `--csv` also writes the rows to a file.

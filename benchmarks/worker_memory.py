@@ -22,7 +22,7 @@ variables in the program's environment; `WorkerProcess` lets them win over its
 defaults (`runtime/workers.py`), so one code version measures both settings;
 --code_dir=<another checkout> measures that checkout's code. The third line
 measures the default of a machine with less than 16 GiB on a larger one: its
-allocator settings and its worker memory budget (`runtime/memory_choice.py`).
+allocator settings and its worker memory budget (`runtime/execution_plan.py`).
 """
 
 import csv

@@ -63,6 +63,31 @@ def test_the_registry_builds_and_the_process_trains(tff_context, registered):
   assert alg.client_flops(clients[0]) > 0
 
 
+@pytest.mark.slow
+def test_it_runs_through_the_execution_plan_without_naming_it(tff_context, registered):
+  """The module passed nothing about execution; the default plan (`runtime.execution_plan`)
+  runs its rounds (2 clients grouped into one call unless its Adam steps in place) with
+  `process.next`'s results."""
+  import types   # pylint: disable=g-import-not-at-top
+  import tensorflow as tf   # pylint: disable=g-import-not-at-top
+  from tff_meta.runtime.execution_plan import ExecutionPlan   # pylint: disable=g-import-not-at-top
+  data, model = helpers.digits_protocol(), helpers.mlp_spec()
+  for optimizer in ('sgd', 'adam'):
+    alg = registered(model, {'prox_mu': 0.1, 'client_lr': 0.1, 'local_epochs': 1,
+                             'batch_size': 5, 'client_optimizer': optimizer})
+    clients = [collections.OrderedDict(x=c.all.x, y=c.all.y) for c in data.train[:2]]
+    pool = types.SimpleNamespace(addresses=[f'localhost:{tff_context.port}'])
+    runner = ExecutionPlan().runner(alg, pool, num_clients=2, round_batch=lambda r: clients,
+                                    needs_state=lambda r: True)
+    state = expected = alg.process.initialize()
+    with runner:
+      for r in (1, 2):
+        state = runner.next(state, r, clients).state
+        expected, _ = alg.process.next(expected, clients)
+    for a, b in zip(tf.nest.flatten(state), tf.nest.flatten(expected)):
+      np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_its_hparams_are_checked_by_its_own_dataclass(registered):
   with pytest.raises(ValueError, match='needs prox_mu > 0'):
     registered(helpers.mlp_spec(), {'prox_mu': 0.0})

@@ -1,6 +1,6 @@
 """The typed process every builder returns (issue #17): LearningProcess-like
-`initialize`/`next`/`get_model_weights`, declared types and client state, and
-the round pieces only where runners may recombine them."""
+`initialize`/`next`/`get_model_weights`, declared types and client state, the
+server step, and nothing about execution (`runtime/execution_plan.py`)."""
 
 import collections
 
@@ -56,8 +56,13 @@ def test_plain_process_declares_its_parts(tff_context):
   assert proc.get_model_weights.type_signature.result == proc.params_type
   assert proc.data_type == tff.types.tensorflow_to_type(SPEC)
   assert proc.client_update.type_signature.result == proc.client_output_type
-  assert proc.pieces.data_type == proc.data_type
-  assert proc.pieces.get_params is proc.get_model_weights
+  # The server step and the metrics, on the sum of client_update's results.
+  assert proc.server_update.type_signature.parameter[0] == proc.state_type.member
+  assert proc.server_update.type_signature.parameter[1] == proc.client_output_type
+  assert proc.round_metrics.type_signature.parameter == proc.client_output_type
+  assert proc.initial_params is PARAMS and callable(proc.client_work)
+  # Nothing about execution (clients per call, resident state): runtime/execution_plan.py.
+  assert not {'pieces', 'is_grouped', 'steps_in_place', 'grouped'} & set(dir(proc))
   # next's signature: the stateless round (module docstring).
   assert proc.next.type_signature.parameter[1] == tff.FederatedType(proc.data_type, tff.CLIENTS)
   state = proc.initialize()
@@ -68,9 +73,9 @@ def test_plain_process_declares_its_parts(tff_context):
   np.testing.assert_allclose(weights['weights'][0], state['params']['weights'][0])
 
 
-def test_process_with_client_state_declares_its_type_and_has_no_pieces():
+def test_process_with_client_state_declares_its_type():
   proc = _with_state()
-  assert proc.stateful and proc.pieces is None
+  assert proc.stateful
   assert list(proc.initial_client_state) == ['visits', 'last']
   assert proc.client_state_type == tff.types.tensorflow_to_type(collections.OrderedDict(
       visits=tf.TensorSpec([], tf.float32), last=tf.TensorSpec([DIM], tf.float32)))
@@ -79,10 +84,11 @@ def test_process_with_client_state_declares_its_type_and_has_no_pieces():
 
 
 @pytest.mark.slow
-def test_a_model_aggregator_leaves_no_pieces():
+def test_a_model_aggregator_takes_the_update_instead_of_the_server_step():
   factory = aggregation.dp_factory(noise_multiplier=1.0, clients_per_round=2, clip=1.0)
   proc = _plain(factory)
-  assert proc.model_aggregator is factory and proc.pieces is None and not proc.stateful
+  assert proc.model_aggregator is factory and not proc.stateful
+  assert proc.server_update is None and proc.round_metrics is None
 
 
 def test_client_state_type_and_initial_state_go_together():
@@ -91,5 +97,7 @@ def test_client_state_type_and_initial_state_go_together():
     FederatedProcess(proc.initialize, proc.next, get_model_weights=proc.get_model_weights,
                      params_type=proc.params_type, data_type=proc.data_type,
                      client_output_type=proc.client_output_type,
-                     client_update=proc.client_update, client_fn=_echo, weighting='uniform',
-                     server_optimizer=SGD, client_state_type=proc.params_type)
+                     client_update=proc.client_update, server_update=proc.server_update,
+                     round_metrics=proc.round_metrics, initial_params=PARAMS, client_fn=_echo,
+                     client_work=proc.client_work, weighting='uniform', server_optimizer=SGD,
+                     client_state_type=proc.params_type)

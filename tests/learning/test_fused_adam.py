@@ -14,6 +14,25 @@ Y = RNG.integers(0, 3, 23).astype(np.int32)
 W0 = [RNG.normal(size=(4, 3)).astype(np.float32), RNG.normal(size=(3,)).astype(np.float32)]
 
 
+class _Functional(tff.learning.optimizers.Optimizer):
+  """TFF's Adam behind another class: the local loop's functional path, for reference."""
+
+  def __init__(self, learning_rate):
+    self._adam = tff.learning.optimizers.build_adam(learning_rate)
+
+  def initialize(self, specs):
+    return self._adam.initialize(specs)
+
+  def next(self, state, weights, gradients):
+    return self._adam.next(state, weights, gradients)
+
+  def get_hparams(self, state):
+    return self._adam.get_hparams(state)
+
+  def set_hparams(self, state, hparams):
+    return self._adam.set_hparams(state, hparams)
+
+
 def _logits(w, x):
   return tf.matmul(x, w[0]) + w[1]
 
@@ -56,7 +75,7 @@ def _numpy_adam(lr, epochs, b1=0.9, b2=0.999, eps=1e-7):
 
 def test_the_registry_adam_runs_in_place_and_equals_tff_adam():
   fused, fused_stats, in_place = _in_graph(base.build_optimizer('adam', 0.05))
-  plain, plain_stats, functional_vars = _in_graph(tff.learning.optimizers.build_adam(0.05))
+  plain, plain_stats, functional_vars = _in_graph(_Functional(0.05))
   assert in_place and not functional_vars
   for a, b in zip(fused, plain):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
@@ -67,18 +86,18 @@ def test_the_registry_adam_runs_in_place_and_equals_tff_adam():
 
 
 def test_in_place_adam_equals_adam_by_hand():
-  fused, _, _ = _in_graph(fused_adam.FusedAdam(0.05), epochs=3)
+  fused, _, _ = _in_graph(tff.learning.optimizers.build_adam(0.05), epochs=3)
   for a, b in zip(fused, _numpy_adam(0.05, 3)):
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_regularizer_and_no_data_in_place():
   pull = lambda w, bx, logits: 0.5 * tf.reduce_sum(tf.square(w[0]))
-  fused, _, _ = _in_graph(fused_adam.FusedAdam(0.05), regularizer=pull)
-  plain, _, _ = _in_graph(tff.learning.optimizers.build_adam(0.05), regularizer=pull)
+  fused, _, _ = _in_graph(tff.learning.optimizers.build_adam(0.05), regularizer=pull)
+  plain, _, _ = _in_graph(_Functional(0.05), regularizer=pull)
   for a, b in zip(fused, plain):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-  untouched, stats, _ = _in_graph(fused_adam.FusedAdam(0.05), x=X[:0], y=Y[:0])
+  untouched, stats, _ = _in_graph(tff.learning.optimizers.build_adam(0.05), x=X[:0], y=Y[:0])
   for a, w in zip(untouched, W0):
     np.testing.assert_array_equal(a, w)
   assert stats['num_examples'] == 0
@@ -86,30 +105,25 @@ def test_regularizer_and_no_data_in_place():
 
 @pytest.mark.slow
 def test_a_function_graph_gets_the_functional_loop():
-  optimizer = fused_adam.FusedAdam(0.05)
+  optimizer = tff.learning.optimizers.build_adam(0.05)
 
   @tf.function
   def train():
     assert not fused_adam.can_apply_in_place(optimizer)
     return local_training.train_minibatches(_logits, [tf.constant(w) for w in W0], X, Y,
                                             optimizer, 2, 10)[0]
-  plain, _, _ = _in_graph(tff.learning.optimizers.build_adam(0.05))
+  plain, _, _ = _in_graph(_Functional(0.05))
   for a, b in zip(train(), plain):
     np.testing.assert_array_equal(a.numpy(), b)
 
 
-def test_fused_adam_is_tff_adam_for_state_and_hparams():
-  optimizer = fused_adam.FusedAdam(0.01, beta_1=0.8)
-  specs = [tf.TensorSpec([2], tf.float32)]
-  state = optimizer.initialize(specs)
-  reference = tff.learning.optimizers.build_adam(0.01, beta_1=0.8)
-  assert list(state) == list(reference.initialize(specs))
-  state, w = optimizer.next(state, [tf.constant([1.0, 2.0])], [tf.constant([0.5, -0.5])])
-  _, w_ref = reference.next(reference.initialize(specs), [tf.constant([1.0, 2.0])],
-                            [tf.constant([0.5, -0.5])])
-  np.testing.assert_array_equal(w[0], w_ref[0])
-  assert float(optimizer.get_hparams(state)['beta_1']) == pytest.approx(0.8)
-  assert float(optimizer.set_hparams(state, {'learning_rate': 0.5})['learning_rate']) == 0.5
+def test_the_in_place_step_reads_the_optimizers_hparams():
+  """TFF's Adam with its own beta_1 and epsilon: the fused step takes them (`get_hparams`)."""
+  optimizer = tff.learning.optimizers.build_adam(0.05, beta_1=0.8, epsilon=1e-3)
+  fused, _, in_place = _in_graph(optimizer, epochs=3)
+  assert in_place and not fused_adam.can_apply_in_place(_Functional(0.05))
+  for a, b in zip(fused, _numpy_adam(0.05, 3, b1=0.8, eps=1e-3)):
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -123,10 +137,10 @@ def test_in_place_inside_a_tff_computation_on_the_worker(tff_context):
       return local_training.train_minibatches(_logits, w, x, y, optimizer, 2, 10)[0]
     return train
 
-  fused_client = client(fused_adam.FusedAdam(0.05))
+  fused_client = client(tff.learning.optimizers.build_adam(0.05))
   fused = fused_client(W0, X, Y)
   again = fused_client(W0, X, Y)   # nothing kept between calls
-  plain = client(tff.learning.optimizers.build_adam(0.05))(W0, X, Y)
+  plain = client(_Functional(0.05))(W0, X, Y)
   for a, b, c in zip(fused, again, plain):
     np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-6)

@@ -1,5 +1,5 @@
 """Rounds with several clients per TFF call (`runtime.grouped_rounds`) give `process.next`'s
-rounds on every runner, and `runner_choice` picks them (or refuses them) as documented."""
+rounds on every runner, and the execution plan picks them (or refuses them) as documented."""
 
 import dataclasses
 import types
@@ -11,7 +11,8 @@ import tensorflow as tf
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.data import client_data
-from tff_meta.runtime.runner_choice import POOL_MIN_CLIENTS, choose_runner, clients_per_call_for
+from tff_meta.runtime import execution_plan
+from tff_meta.runtime.execution_plan import POOL_MIN_CLIENTS, ExecutionPlan, clients_per_call_for
 from tff_meta.runtime import fast_values
 from tff_meta.runtime.grouped_rounds import GroupedRounds
 from tff_meta.runtime.pool import WorkerPool
@@ -48,10 +49,9 @@ def test_grouped_runners_equal_process_next(tff_context, kind):
   expected = _expected(proc, round_batch, 3)
   pool = types.SimpleNamespace(addresses=[f'localhost:{tff_context.port}'])
   alg = types.SimpleNamespace(display_name='MAML', stateful=False, process=proc)
-  runner = choose_runner(alg, pool,
-                         resident_state=kind == 'resident', num_clients=5,
-                         round_batch=round_batch, needs_state=lambda r: r == 3,
-                         clients_per_call=2)
+  runner = ExecutionPlan(resident_state=kind == 'resident', clients_per_call=2).runner(alg, pool,
+                         num_clients=5,
+                         round_batch=round_batch, needs_state=lambda r: r == 3)
   assert isinstance(runner, GroupedRounds) and runner.clients_per_call == 2
   inner = {'resident': ResidentRounds, 'plain': PlainRounds}[kind]
   assert isinstance(runner._inner, inner)  # pylint: disable=protected-access
@@ -65,9 +65,8 @@ def test_default_groups_few_clients_and_pools_data_from_pool_min_clients(tff_con
   alg = types.SimpleNamespace(display_name='Meta-SGD', stateful=False, process=proc)
   pool = types.SimpleNamespace(addresses=[f'localhost:{tff_context.port}'])
   for clients, pooled in ((4, False), (POOL_MIN_CLIENTS, True)):
-    runner = choose_runner(alg, pool, resident_state=True, num_clients=clients,
-                           round_batch=round_batch, needs_state=lambda r: True,
-                           clients_per_call=0)
+    runner = ExecutionPlan(resident_state=True, clients_per_call=0).runner(alg, pool, num_clients=clients,
+                           round_batch=round_batch, needs_state=lambda r: True)
     with runner:
       assert isinstance(runner, GroupedRounds) and runner.clients_per_call == clients
       assert runner._inner.takes_client_groups == pooled  # pylint: disable=protected-access
@@ -79,9 +78,8 @@ def test_grouped_pool_rounds_equal_process_next(tff_context):
   alg = types.SimpleNamespace(display_name='FOMAML', stateful=False, process=proc)
   with WorkerPool.local(2) as pool:
     # 5 clients on 2 workers: at most 3 per call, so that both workers get a group.
-    runner = choose_runner(alg, pool, resident_state=True, num_clients=5,
-                           round_batch=round_batch, needs_state=lambda r: r == 2,
-                           clients_per_call=4)
+    runner = ExecutionPlan(resident_state=True, clients_per_call=4).runner(alg, pool, num_clients=5,
+                           round_batch=round_batch, needs_state=lambda r: r == 2)
     assert isinstance(runner._inner, PoolResidentRounds)  # pylint: disable=protected-access
     assert runner.clients_per_call == 3
     _run(runner, proc, round_batch, 2, expected)
@@ -96,8 +94,8 @@ def test_grouped_resident_rounds_carry_client_states(tff_context):
     idx = client_data.sample_clients(len(data.train), 4, 0, r)
     return client_data.round_data(alg.train_data, [data.train[i] for i in idx], 0, r)
   pool = types.SimpleNamespace(addresses=[f'localhost:{tff_context.port}'])
-  runner = choose_runner(alg, pool, resident_state=True, num_clients=4,
-                         round_batch=round_batch, needs_state=lambda r: True, clients_per_call=3)
+  runner = ExecutionPlan(resident_state=True, clients_per_call=3).runner(alg, pool, num_clients=4,
+                         round_batch=round_batch, needs_state=lambda r: True)
   proc = alg.process
   states = [proc.initial_client_state] * 4
   state = expected_state = proc.initialize()
@@ -116,10 +114,11 @@ def test_grouped_resident_rounds_carry_client_states(tff_context):
 def _alg(aggregator=None, steps_in_place=False):
   return types.SimpleNamespace(display_name='Alg', stateful=False,
                                process=types.SimpleNamespace(model_aggregator=aggregator,
-                                                             steps_in_place=steps_in_place))
+                                                             in_place=steps_in_place))
 
 
-def test_clients_per_call_choice_and_notes(capsys):
+def test_clients_per_call_choice_and_notes(capsys, monkeypatch):
+  monkeypatch.setattr(execution_plan, 'steps_in_place', lambda process: process.in_place)
   assert clients_per_call_for(_alg(), 1, 64, 1) == 1
   assert clients_per_call_for(_alg(), 0, 1, 1) == 1           # one client: nothing to group
   assert clients_per_call_for(_alg(), 0, 2, 1) == 2           # AUTO_MIN_CLIENTS

@@ -45,6 +45,6 @@ def test_pool_rounds_equal_process_next(tff_context):
 
 def test_pool_residency_refuses_client_state():
   class Stateful:
-    pieces = None   # what build_round gives a process with client state
+    stateful, server_update = True, object()   # a process with client state
   with pytest.raises(ValueError, match='needs an algorithm without client state'):
     pool_resident.build_pieces(Stateful())

@@ -19,7 +19,6 @@ import tensorflow_federated as tff
 from tff_meta.algorithms import hparams as hparams_lib
 from tff_meta.algorithms.federated_process import FederatedProcess
 from tff_meta.evaluation import flops
-from tff_meta.learning import fused_adam
 from tff_meta.core.registry import Registry
 
 
@@ -67,8 +66,8 @@ def build_optimizer(name: str, learning_rate: float):
 OPTIMIZERS: Registry = hparams_lib.OPTIMIZERS   # declared there: the hparams' check reads it
 OPTIMIZERS.add('sgd', lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr))
 OPTIMIZERS.add('momentum', lambda lr: tff.learning.optimizers.build_sgdm(learning_rate=lr, momentum=0.9))
-# TFF's Adam; client loops step it in place with the fused kernel (learning/fused_adam.py).
-OPTIMIZERS.add('adam', lambda lr: fused_adam.FusedAdam(learning_rate=lr))
+# Client loops step TFF's Adam in place with the fused kernel (learning/local_training.py).
+OPTIMIZERS.add('adam', lambda lr: tff.learning.optimizers.build_adam(learning_rate=lr))
 
 # (hparams, model cost, num_support, num_query, num_examples) -> FLOPs of one client's round.
 RoundFlops = Callable[[Any, flops.ModelCost, int, int, int], int]

@@ -13,16 +13,19 @@ at run time:
 - `client_update`: the client's TFF computation (tests call it alone);
 - client state (`algorithms.stateful`): `client_state_type` and
   `initial_client_state`, both None for a process without it (`stateful`);
-- `grouped()`: the same round with groups of clients as its CLIENTS values
-  (`algorithms.grouped`; `is_grouped` marks such a process);
-  `steps_in_place`: one client's work steps a fused Adam in graph variables
-  (`learning.fused_adam`), which a group's loop cannot, so it is slower grouped;
-- `pieces`: the round's TFF computations for runners that recombine them
-  (`runtime.pool_resident`); None when the round cannot
-  be recombined that way (client state, or a `model_aggregator`);
-- the pure-TF definition behind the computations (`client_fn`,
-  `weighting`, `server_optimizer`), for plain-TF references
-  (`benchmarks/round_overhead.py`).
+- the aggregation: `model_aggregator` (a `tff.aggregators` factory for the
+  update, None = the weighted mean in the round's single `federated_sum`);
+- `server_update` (the server step on the summed contributions) and
+  `round_metrics` (the sum -> the round's metrics); both None with a
+  `model_aggregator`, whose own process takes the update;
+- the pure-TF definition behind the computations (`initial_params`,
+  `client_fn`, the per-client step `client_work`, `weighting`,
+  `server_optimizer`), for plain-TF references (`benchmarks/round_overhead.py`)
+  and for the execution plan, which builds the same round for other call
+  shapes (`runtime/execution_plan.py`).
+
+Nothing here is about how a round executes (clients per call, resident
+state, memory): the execution plan decides that from these parts.
 
 Personalized evaluation is built by each algorithm module from
 `params_type` and kept next to the process in `base.Algorithm.evaluate`.
@@ -33,32 +36,16 @@ M = metrics):
     next: (<S@SERVER, {D}@CLIENTS> -> <S@SERVER, M@SERVER>), or with client state
           (<S@SERVER, {C}@CLIENTS, {D}@CLIENTS> -> <S@SERVER, {C}@CLIENTS, M@SERVER>)
     get_model_weights: (S -> P)
+    client_update: (<P, D> -> T), or (<P, C, D> -> <T, C>) with client state
+    server_update: (<S, T> -> S)       (T summed over the round's clients)
+    round_metrics: (T -> M)
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Mapping, Optional
 
 import tensorflow_federated as tff
-
-
-@dataclasses.dataclass(frozen=True)
-class RoundPieces:
-  """The TFF computations one round of the plain weighted mean is made of.
-
-  Type signatures (S = state, P = params, D = one client's data, T = one
-  client's contribution, M = metrics):
-      get_params: (S -> P)
-      client_update: (<P, D> -> T)
-      server_update: (<S, T> -> S)       (T summed over the round's clients)
-      round_metrics: (T -> M)
-  """
-  data_type: tff.Type
-  get_params: tff.Computation
-  client_update: tff.Computation
-  server_update: tff.Computation
-  round_metrics: tff.Computation
 
 
 class FederatedProcess(tff.templates.IterativeProcess):
@@ -72,21 +59,23 @@ class FederatedProcess(tff.templates.IterativeProcess):
   client_state_type: Optional[tff.Type]
   initial_client_state: Optional[Mapping[str, Any]]
   model_aggregator: Optional[Any]
-  pieces: Optional[RoundPieces]
+  server_update: Optional[tff.Computation]
+  round_metrics: Optional[tff.Computation]
+  initial_params: Mapping[str, Any]
   client_fn: Callable
+  client_work: Callable
   weighting: str
   server_optimizer: Any
 
   def __init__(self, initialize: tff.Computation, next_fn: tff.Computation, *,
                get_model_weights: tff.Computation, params_type: tff.Type, data_type: tff.Type,
                client_output_type: tff.Type, client_update: tff.Computation,
-               client_fn: Callable, weighting: str, server_optimizer: Any,
+               server_update: Optional[tff.Computation], round_metrics: Optional[tff.Computation],
+               initial_params: Mapping[str, Any], client_fn: Callable, client_work: Callable,
+               weighting: str, server_optimizer: Any,
                client_state_type: Optional[tff.Type] = None,
                initial_client_state: Optional[Mapping[str, Any]] = None,
-               model_aggregator: Optional[Any] = None,
-               pieces: Optional[RoundPieces] = None, is_grouped: bool = False,
-               steps_in_place: bool = False,
-               grouped_builder: Optional[Callable[[], 'FederatedProcess']] = None):
+               model_aggregator: Optional[Any] = None):
     super().__init__(initialize, next_fn)
     if (client_state_type is None) != (initial_client_state is None):
       raise ValueError('client_state_type and initial_client_state go together.')
@@ -98,30 +87,13 @@ class FederatedProcess(tff.templates.IterativeProcess):
     self.client_state_type = client_state_type
     self.initial_client_state = initial_client_state
     self.model_aggregator = model_aggregator
-    self.pieces = pieces
+    self.server_update = server_update
+    self.round_metrics = round_metrics
+    self.initial_params = initial_params
     self.client_fn = client_fn
+    self.client_work = client_work
     self.weighting = weighting
     self.server_optimizer = server_optimizer
-    self.is_grouped = is_grouped
-    self.steps_in_place = steps_in_place
-    self._grouped_builder = grouped_builder
-    self._grouped = None
-
-  def grouped(self) -> 'FederatedProcess':
-    """This round with several clients per TFF call (`algorithms.grouped`), built once.
-
-    Its CLIENTS values are groups of clients (`grouped.pack_groups`), with
-    their states stacked (`grouped.stack_states`); same state and results.
-    Raises `grouped.GroupingError` for a process with a `model_aggregator`.
-    """
-    if self.is_grouped:
-      return self
-    if self._grouped is None:
-      if self._grouped_builder is None:
-        from tff_meta.algorithms import grouped  # pylint: disable=g-import-not-at-top
-        grouped.refuse_aggregator()
-      self._grouped = self._grouped_builder()
-    return self._grouped
 
   @property
   def stateful(self) -> bool:

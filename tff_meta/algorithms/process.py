@@ -36,9 +36,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import aggregation
-from tff_meta.algorithms import grouped as grouped_lib
-from tff_meta.algorithms.federated_process import FederatedProcess, RoundPieces
-from tff_meta.learning import fused_adam
+from tff_meta.algorithms.federated_process import FederatedProcess
 from tff_meta.learning.finite import all_finite
 
 WEIGHTINGS = ('uniform', 'num_examples')
@@ -276,7 +274,7 @@ def build_round(
     *, initial_params: Mapping[str, list], client_fn: Callable, client_work: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer, weighting: str,
     client_state_type=None, initial_client_state=None,
-    model_aggregator=None, grouped: bool = False) -> FederatedProcess:
+    model_aggregator=None) -> FederatedProcess:
   """The one round's `FederatedProcess`, with or without client state.
 
   Shared by `build_federated_process` and `stateful.build_stateful_process`.
@@ -291,9 +289,9 @@ def build_round(
   `model_aggregator` (a `tff.aggregators` factory, see `aggregation`; None =
   the weighted mean in the single `federated_sum`) aggregates the update;
   `client_work` must then send it unweighted (`premultiply=False`).
-  `grouped` builds the grouped round (module `grouped`): each CLIENTS value
-  is a group of clients, with its clients' states stacked; the process's
-  `grouped()` builds this twin of an ungrouped one.
+  `client_data_spec` is the spec (any nesting) of one CLIENTS value: the
+  execution plan builds the same round with a group of clients per value
+  this way (`runtime/grouped.py`).
   """
   check_weighting(weighting)
   aggregation.check_weighting(model_aggregator, weighting)
@@ -303,26 +301,11 @@ def build_round(
   at_server = lambda t: tff.FederatedType(t, tff.SERVER)
   at_clients = lambda t: tff.FederatedType(t, tff.CLIENTS)
 
-  builds = fused_adam.IN_PLACE_BUILDS
   client_update, contribution_type, contribution_of, state_of = _client_update(
       client_work, params_type, client_state_type, data_type)
-  steps_in_place = fused_adam.IN_PLACE_BUILDS > builds
-  if grouped:
-    if model_aggregator is not None:
-      grouped_lib.refuse_aggregator()
-    group_work = functools.partial(grouped_lib.group_work, client_work,
-                                   collections.OrderedDict(client_data_spec), contribution_type)
-    if client_state_type is None:
-      work = group_work
-    else:
-      work = lambda params, states, group: group_work(params, group, states)
-      client_state_type = tff.types.tensorflow_to_type(grouped_lib.stacked_spec(
-          tff.types.type_to_tf_tensor_specs(client_state_type)))
-    data_type = tff.types.tensorflow_to_type(grouped_lib.group_spec(client_data_spec))
-    client_update, contribution_type, contribution_of, state_of = _client_update(
-        work, params_type, client_state_type, data_type)
 
   get_params, initialize = server.get_params, server.initialize
+  server_update = round_metrics = None   # with a model_aggregator, `aggregated_body`'s own
   if model_aggregator is None:
     server_update, round_metrics = aggregation_side(server_optimizer, state_type, contribution_type)
 
@@ -353,24 +336,13 @@ def build_round(
 
   if model_aggregator is not None and aggregation.uses_secure_sum(next_fn):
     next_fn = aggregation.simulated(next_fn)
-  # The round's pieces, for the runner that recombines them
-  # (runtime/pool_resident.py, which refuses a process without them).
-  pieces = (RoundPieces(data_type=data_type, get_params=get_params, client_update=client_update,
-                        server_update=server_update, round_metrics=round_metrics)
-            if client_state_type is None and model_aggregator is None else None)
   return FederatedProcess(
       initialize, next_fn, get_model_weights=get_params, params_type=params_type,
       data_type=data_type, client_output_type=contribution_type, client_update=client_update,
-      client_fn=client_fn, weighting=weighting, server_optimizer=server_optimizer,
-      client_state_type=client_state_type, initial_client_state=initial_client_state,
-      model_aggregator=model_aggregator, pieces=pieces, is_grouped=grouped,
-      steps_in_place=steps_in_place,
-      grouped_builder=None if grouped or model_aggregator is not None else functools.partial(
-          build_round, initial_params=initial_params, client_fn=client_fn,
-          client_work=client_work, client_data_spec=client_data_spec,
-          server_optimizer=server_optimizer, weighting=weighting,
-          client_state_type=client_state_type, initial_client_state=initial_client_state,
-          grouped=True))
+      server_update=server_update, round_metrics=round_metrics, initial_params=initial_params,
+      client_fn=client_fn, client_work=client_work, weighting=weighting,
+      server_optimizer=server_optimizer, client_state_type=client_state_type,
+      initial_client_state=initial_client_state, model_aggregator=model_aggregator)
 
 
 def build_federated_process(

@@ -14,6 +14,7 @@ the config schema.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from typing import Any, Dict, Optional, Tuple
@@ -27,9 +28,35 @@ from tff_meta.core.run_keys import RunKeys
 from tff_meta.data import DATASETS
 from tff_meta.data.registry import takes_option
 from tff_meta.models import MODELS
-from tff_meta.classification import config_checks, privacy
+from tff_meta.classification import privacy
 
 _FEDMETA_FIVE = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
+
+TABLES = ('data', 'model_options', 'hparams', 'method_hparams')
+
+
+def check_tables(raw: Dict[str, Any], source: str) -> None:
+  """[data], [model_options], [hparams] and [method_hparams.<name>] must be TOML tables
+  (a `ConfigError` naming the key, what it got and what it takes)."""
+  for key in TABLES:
+    if key in raw and not isinstance(raw[key], dict):
+      raise ConfigError(f'{source}: {key} must be a table ([{key}] with key = value lines), '
+                        f'got {raw[key]!r}.')
+  for method, values in raw.get('method_hparams', {}).items():
+    if not isinstance(values, dict):
+      raise ConfigError(f'{source}: method_hparams.{method} must be a table '
+                        f'([method_hparams.{method}] with hparams key = value lines), got '
+                        f'{values!r}.')
+
+
+def _is_client_split(split) -> bool:
+  return (len(split) == 3 and all(math.isfinite(v) and v >= 0 for v in split)
+          and abs(sum(split) - 1.0) <= 1e-6 and split[0] > 0)
+
+
+# client_split's range (`ExperimentConfig.client_split`'s check).
+CLIENT_SPLIT = Check('3 fractions (train, validation, test) >= 0 summing to 1 with train > 0, '
+                     'e.g. 0.8,0.1,0.1', _is_client_split)
 
 
 @dataclasses.dataclass
@@ -65,7 +92,7 @@ class ExperimentConfig:
       '0 = all.', at_least(0))
   client_split: Tuple[float, float, float] = field(
       (0.8, 0.1, 0.1), 'Train/validation/test client fractions, e.g. 0.8,0.1,0.1.',
-      config_checks.CLIENT_SPLIT)
+      CLIENT_SPLIT)
   known_test_fraction: float = field(
       0.0, 'Fraction of each training client\'s data held out as its local test set, to score '
       'known clients (FedEC protocol; 0 = only new clients are scored).', fraction(zero_ok=True))
@@ -95,7 +122,7 @@ class ExperimentConfig:
       -1.0, 'Memory budget of each local TFF worker in MB, from which a run with '
       'max_concurrent_calls = -1 sizes the client calls the worker runs at once and, if not '
       'even one fits next to the resident server state, sends the state each round '
-      '(runtime/memory_choice.py; same results). -1 = 2000 on machines with less than 16 GiB '
+      '(runtime/execution_plan.py; same results). -1 = 2000 on machines with less than 16 GiB '
       'of memory, no budget elsewhere; 0 = no budget.',
       Check('-1 (the default for this machine), 0 (no budget) or > 0', lambda v: v == -1 or v >= 0))
   # Differential privacy and secure aggregation of the update (tff_meta/classification/privacy.py).
@@ -195,7 +222,7 @@ def flag_help(name: str) -> str:
 
 
 def from_dict(raw: Dict[str, Any], source: str = '<dict>') -> ExperimentConfig:
-  config_checks.check_tables(raw, source, ConfigError)
+  check_tables(raw, source)
   raw = dict(raw)
   tables = {f.name: raw.pop(f.name, {}) for f in dataclasses.fields(ExperimentConfig)
             if config_file.is_table(f)}

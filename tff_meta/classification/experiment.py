@@ -20,7 +20,7 @@ from tff_meta.models import MODELS, ModelSpec, build_model_spec
 from tff_meta.core import config_file, run_folder
 from tff_meta.classification import config as config_lib
 from tff_meta.classification import privacy
-from tff_meta.runtime import memory_choice
+from tff_meta.runtime import execution_plan
 from tff_meta.core import files, logs
 from tff_meta.classification import training_loop
 from tff_meta.runtime.pool import WorkerPool
@@ -110,31 +110,30 @@ def check_folder(cfg: config_lib.ExperimentConfig) -> None:
                           **config_lib.resume_rules())
 
 
-def worker_plan(cfg: config_lib.ExperimentConfig, alg, sized: bool = True
-                ) -> memory_choice.WorkerPlan:
-  """The worker's calls at once and resident state for `alg`: sized by the memory budget
-  (`memory_choice.plan`) for a worker this run starts (`sized`), else the config's keys."""
-  if not sized:
-    return memory_choice.WorkerPlan(cfg.max_concurrent_calls, cfg.resident_state)
-  return memory_choice.plan(alg, worker_memory_mb=cfg.worker_memory_mb,
-                            max_concurrent_calls=cfg.max_concurrent_calls,
-                            resident_state=cfg.resident_state,
-                            clients_per_round=cfg.clients_per_round)
+def execution(cfg: config_lib.ExperimentConfig, alg, sized: bool = True
+              ) -> execution_plan.ExecutionPlan:
+  """How `alg`'s rounds execute (`execution_plan.plan`) from the config's execution keys, the
+  local worker sized by the memory budget when this run starts it (`sized`)."""
+  return execution_plan.plan(
+      alg, resident_state=cfg.resident_state, clients_per_call=cfg.clients_per_call,
+      max_concurrent_calls=cfg.max_concurrent_calls,
+      worker_memory_mb=cfg.worker_memory_mb if sized else execution_plan.NO_BUDGET,
+      clients_per_round=cfg.clients_per_round)
 
 
 def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolData] = None,
         model: Optional[ModelSpec] = None, pool: Optional[WorkerPool] = None,
         show_progress: bool = True, alg=None,
-        plan: Optional[memory_choice.WorkerPlan] = None) -> training_loop.RunResult:
-  """Trains `cfg`; `alg` (built from `model` and `data` when None) and `plan` (the worker
-  plan the caller started `pool` with; `worker_plan` when this run starts its own worker,
-  the config's keys otherwise)."""
+        plan: Optional[execution_plan.ExecutionPlan] = None) -> training_loop.RunResult:
+  """Trains `cfg`; `alg` (built from `model` and `data` when None) and `plan` (the execution
+  plan the caller started `pool` with; `execution` when None, sized when this run starts its
+  own worker)."""
   cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir).validate()
   data = data or prepare_data(cfg)
   check_request(cfg, data)   # data built elsewhere too
   model = model or build_model(cfg, data)
   alg = alg or build_algorithm(cfg, model, data)
-  plan = plan or worker_plan(cfg, alg, sized=pool is None)
+  plan = plan or execution(cfg, alg, sized=pool is None)
   out = cfg.resolved_output_dir()
   saved = config_file.to_toml(cfg)
   # Another run's folder is refused unchanged; then one writer at a time, before its
@@ -144,9 +143,6 @@ def run(cfg: config_lib.ExperimentConfig, *, data: Optional[protocol.ProtocolDat
       alg, data, privacy=privacy.budget(cfg, len(data.train)), rounds=cfg.rounds,
       clients_per_round=cfg.clients_per_round, seed=cfg.seed,
       eval_every=cfg.eval_every, checkpoint_every=cfg.checkpoint_every, output_dir=out,
-      final_eval_rounds=cfg.final_eval_rounds,
-      clients_per_call=cfg.clients_per_call,
-      resident_state=plan.resident_state, resample_support=cfg.resample_support,
-      max_client_examples=cfg.max_client_examples,
-      pool=pool, max_concurrent_calls=plan.max_concurrent_calls, show_progress=show_progress,
+      final_eval_rounds=cfg.final_eval_rounds, plan=plan, resample_support=cfg.resample_support,
+      max_client_examples=cfg.max_client_examples, pool=pool, show_progress=show_progress,
       on_start=lambda: files.write_text(os.path.join(out, run_folder.CONFIG_FILE), saved))

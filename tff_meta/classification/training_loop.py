@@ -7,7 +7,7 @@
   our client data are structs of tensors, so the loop calls the pool's
   context directly and keeps tff.program's state and release managers);
 - runs each round on the `RoundRunner` (`runtime/rounds.py`) that
-  `runner_choice.choose_runner` picks from the config and the pool: plain,
+  its `runtime.execution_plan.ExecutionPlan` picks for the algorithm and the pool: plain,
   resident or pool-resident, all with the results of `process.next`;
   one `Schedule` says on which rounds it evaluates and checkpoints (and so
   when a runner fetches the state), one `RoundSampler` samples the clients;
@@ -55,7 +55,7 @@ from tff_meta.classification.round_evaluation import PRIMARY, Evaluation
 from tff_meta.classification.client_states import ClientStateStore
 from tff_meta.core.logs import note
 from tff_meta.classification.privacy import Budget
-from tff_meta.runtime.runner_choice import choose_runner
+from tff_meta.runtime.execution_plan import ExecutionPlan
 from tff_meta.core.run_folder import (CHECKPOINTS_DIR, CLIENT_STATES_DIR, EVAL_FILE, METRICS_FILE,
                                  RESULTS_FILE, TENSORBOARD_DIR, TENSORBOARD_EVAL_DIR,
                                  read_history, read_total)
@@ -257,9 +257,8 @@ def _train_row(alg: Algorithm, pool, metrics, batch, per_round: dict,
 
 async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int,
                seed: int, eval_every: int, checkpoint_every: int, output_dir: str,
-               pool: WorkerPool, show_progress: bool, final_eval_rounds: int = 1,
-               resident_state: bool = True,
-               clients_per_call: int = 1, resample_support: bool = False,
+               pool: WorkerPool, show_progress: bool, plan: ExecutionPlan,
+               final_eval_rounds: int = 1, resample_support: bool = False,
                max_client_examples: int = 0, privacy: Optional[Budget] = None,
                on_start: Optional[Callable[[], None]] = None) -> RunResult:
   schedule = Schedule(rounds, eval_every, checkpoint_every, final_eval_rounds)
@@ -307,10 +306,9 @@ async def _run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_r
   evaluation = Evaluation(alg, data, pool, seed, None, privacy)
   final = None   # the test summary of the last round, once evaluated
   last_eval, divergence = float('nan'), Divergence(alg, output_dir)
-  runner = choose_runner(alg, pool,
-                         resident_state=resident_state, num_clients=sampler.num_clients,
-                         round_batch=lambda r: sampler.sample(r).batch,
-                         needs_state=schedule.needs_state, clients_per_call=clients_per_call)
+  runner = plan.runner(alg, pool, num_clients=sampler.num_clients,
+                       round_batch=lambda r: sampler.sample(r).batch,
+                       needs_state=schedule.needs_state)
   with tff.framework.get_context_stack().install(pool.context), runner:
     result = await loop.run(
         name=alg.display_name, folder=output_dir, initial=None, step=step, total=rounds,
@@ -359,18 +357,15 @@ def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_ro
 def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int, seed: int,
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
-        final_eval_rounds: int = 1,
-        resident_state: bool = True, clients_per_call: int = 1, resample_support: bool = False,
-        max_client_examples: int = 0, privacy: Optional[Budget] = None,
-        on_start: Optional[Callable[[], None]] = None,
-        max_concurrent_calls: int = -1) -> RunResult:
-  """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given
-  (with `max_concurrent_calls`: calls it runs at once, -1 = no bound).
+        final_eval_rounds: int = 1, plan: ExecutionPlan = ExecutionPlan(),
+        resample_support: bool = False, max_client_examples: int = 0,
+        privacy: Optional[Budget] = None,
+        on_start: Optional[Callable[[], None]] = None) -> RunResult:
+  """Trains and evaluates `alg`; starts (and stops) a local worker unless a pool is given.
 
-  `resident_state` keeps the server state on the worker between rounds
-  (`runtime.resident`), fetched on evaluation and checkpoint rounds; it gives
-  the results of plain rounds. `clients_per_call` runs groups of that many
-  clients per TFF call (0 = `runner_choice`'s pick; same results).
+  `plan` (`runtime.execution_plan`) says how the rounds execute: resident
+  state, clients per TFF call and the local worker's calls at once; every
+  plan gives the same results.
   `resample_support` draws each training
   client's support/query split afresh every round (`protocol.resample_split`);
   `max_client_examples` > 0 keeps at most that many of a client's examples a round.
@@ -382,14 +377,14 @@ def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: i
   kwargs = dict(rounds=rounds, clients_per_round=clients_per_round, seed=seed,
                 eval_every=eval_every, checkpoint_every=checkpoint_every,
                 output_dir=output_dir, show_progress=show_progress,
-                final_eval_rounds=final_eval_rounds,
-                resident_state=resident_state, clients_per_call=clients_per_call,
+                final_eval_rounds=final_eval_rounds, plan=plan,
                 resample_support=resample_support, max_client_examples=max_client_examples,
                 privacy=privacy, on_start=on_start)
   if pool is not None:
     result = asyncio.run(_run(alg, data, pool=pool, **kwargs))
   else:
-    with WorkerPool.local(1, log_dir=output_dir, max_concurrent_calls=max_concurrent_calls) as own:
+    with WorkerPool.local(1, log_dir=output_dir,
+                          max_concurrent_calls=plan.max_concurrent_calls) as own:
       result = asyncio.run(_run(alg, data, pool=own, **kwargs))
   write_result(result)
   return result

@@ -1,4 +1,4 @@
-"""Adam for the clients' local loops, applied in place by TensorFlow's fused kernel.
+"""TFF's Adam in the clients' local loops, applied in place by TensorFlow's fused kernel.
 
 FedMeta Appendix A.2 trains FedAvg's clients with Adam. TFF's
 `tff.learning.optimizers.build_adam` writes its step as about eleven
@@ -18,8 +18,10 @@ which is Kingma & Ba (2015) Alg. 1 in the form TFF's `adam.py` computes
 agree to float rounding (`tests/learning/test_fused_adam.py`); the fused
 kernel needs the weights in variables, so it is used only by
 `local_training.train_minibatches`, where a client's weights live for the
-whole loop. Everywhere else (the server's step, any wrapped optimizer) the
-same object is TFF's functional Adam, unchanged.
+whole loop, for the optimizer `tff.learning.optimizers.build_adam` returns
+(its hparams read through `get_hparams`). Everywhere else (the server's
+step, any wrapped optimizer) the same object is TFF's functional Adam: an
+algorithm names `adam` and nothing about how it is applied.
 
 The variables exist only inside one graph (one client computation); they are
 assigned from the computation's inputs before the first step and read once
@@ -37,37 +39,14 @@ import tensorflow_federated as tff
 from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-tensorflow-import
 
 
-class FusedAdam(tff.learning.optimizers.Optimizer):
-  """TFF's Adam (`initialize`, `next`, hparams delegated) plus the fused in-place step."""
-
-  def __init__(self, learning_rate: float, beta_1: float = 0.9, beta_2: float = 0.999,
-               epsilon: float = 1e-7):
-    self._adam = tff.learning.optimizers.build_adam(learning_rate, beta_1, beta_2, epsilon)
-    self.constants = dict(learning_rate=learning_rate, beta_1=beta_1, beta_2=beta_2,
-                          epsilon=epsilon)   # what the in-place step reads (`InPlaceAdam`)
-
-  def initialize(self, specs):
-    return self._adam.initialize(specs)
-
-  def next(self, state, weights, gradients):
-    return self._adam.next(state, weights, gradients)
-
-  def get_hparams(self, state):
-    return self._adam.get_hparams(state)
-
-  def set_hparams(self, state, hparams):
-    return self._adam.set_hparams(state, hparams)
+# The class of the optimizer `tff.learning.optimizers.build_adam` returns.
+TFF_ADAM = type(tff.learning.optimizers.build_adam(0.001))
 
 
 def can_apply_in_place(optimizer) -> bool:
-  """True for a `FusedAdam` in a graph that may create variables (not a FuncGraph)."""
-  return (isinstance(optimizer, FusedAdam)
+  """True for TFF's Adam in a graph that may create variables (not a FuncGraph)."""
+  return (isinstance(optimizer, TFF_ADAM)
           and not isinstance(tf.compat.v1.get_default_graph(), func_graph.FuncGraph))
-
-
-# How many `InPlaceAdam`s were built in this process: a caller that traces a client's
-# work can tell from its change whether that work steps in place (`algorithms.process`).
-IN_PLACE_BUILDS = 0
 
 
 class InPlaceAdam:
@@ -78,10 +57,8 @@ class InPlaceAdam:
   how a `tf.while_loop` body sequences its reads and updates.
   """
 
-  def __init__(self, optimizer: FusedAdam, weights: Sequence[tf.Tensor]):
-    global IN_PLACE_BUILDS
-    IN_PLACE_BUILDS += 1
-    hparams = optimizer.constants
+  def __init__(self, optimizer, weights: Sequence[tf.Tensor]):
+    hparams = optimizer.get_hparams(optimizer.initialize(()))   # its constructor's values
     self._lr, self._beta_1, self._beta_2, self._epsilon = (
         tf.cast(hparams[k], tf.float32) for k in ('learning_rate', 'beta_1', 'beta_2', 'epsilon'))
     new = lambda w: tf.Variable(tf.zeros(w.shape, w.dtype), trainable=False)

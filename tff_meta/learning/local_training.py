@@ -6,7 +6,7 @@ FedAvg(Meta)'s fine-tuning on the support set at evaluation, and, through the
 cross-entropy: FedEC's KL constraint (FedEC Eq. 11), FedEC-l2, Ditto's and
 FedProx's proximal terms, SCAFFOLD's control-variate correction.
 
-With Adam (`fused_adam.FusedAdam`, the `adam` of `algorithms.base.OPTIMIZERS`)
+With TFF's Adam (the `adam` of `algorithms.base.OPTIMIZERS`; `fused_adam`)
 the loop keeps the weights in variables and steps them with TensorFlow's fused
 Adam kernel; with any other optimizer, or in a graph that cannot hold
 variables, it carries them as loop tensors through the optimizer's `next`.

@@ -1,7 +1,7 @@
 """Rounds with several clients per TFF call, behind the one round interface.
 
 `GroupedRounds` wraps any `RoundRunner` built on a process's grouped twin
-(`process.grouped()`, `algorithms/grouped.py`): it packs the round's clients
+(`grouped.grouped_process(process)`, `runtime/grouped.py`): it packs the round's clients
 into groups of at most `clients_per_call` (`grouped.pack_groups`), stacks
 their states, hands the groups to the inner runner, and unstacks the new
 states, so the training loop still passes one value per client and gets one
@@ -18,7 +18,7 @@ from typing import Callable, Optional, Sequence
 
 import tensorflow_federated as tff
 
-from tff_meta.algorithms import grouped
+from tff_meta.runtime import grouped
 from tff_meta.runtime.rounds import RoundResult, RoundRunner
 
 
@@ -39,7 +39,7 @@ def group_batches(process, clients_per_call: int,
 
 
 class GroupedRounds(RoundRunner):
-  """`inner` (a runner of `process.grouped()` for `num_groups` values) fed with groups."""
+  """`inner` (a runner of the grouped twin for `num_groups` values) fed with groups."""
 
   def __init__(self, process, inner: RoundRunner, clients_per_call: int):
     self._spec = data_spec(process)

@@ -8,9 +8,9 @@ again to `after_merge`, and every partial sum comes back through Python. For
 the FEMNIST CNN that is several hundred MB of Python (de)serialization per
 round, more than the compute a second worker saves (docs/RESULTS.md).
 
-`PoolResidentRounds` runs the *same* round pieces as `process.next` (the
-process's own `process.pieces`: `get_params`, `client_update`,
-`server_update` and `round_metrics`) through TFF's executor API:
+`PoolResidentRounds` runs the *same* computations as `process.next` (the
+process's declared `get_model_weights`, `client_update`, `server_update` and
+`round_metrics`) through TFF's executor API:
 
 1. worker 0 holds the state as a remote value; `params_of(state)` gives the
    broadcast value there;
@@ -67,25 +67,24 @@ def split_counts(num_clients: int, num_workers: int) -> List[int]:
 
 
 def build_pieces(process):
-  """The four federated computations of the module docstring, from `process.pieces`."""
-  pieces = getattr(process, 'pieces', None)
-  if pieces is None:
+  """The four federated computations of the module docstring, from `process`'s parts."""
+  if process.stateful or process.server_update is None:
     raise ValueError('resident_state on a worker pool needs an algorithm without client '
-                     'state or model_aggregator (the process lacks its round pieces); use one '
-                     'worker.')
-  state_type = pieces.get_params.type_signature.parameter
+                     'state or model_aggregator (its round cannot be split into these '
+                     'computations); use one worker.')
+  state_type = process.get_model_weights.type_signature.parameter
   params_type = process.params_type
   total_type = process.client_output_type
   at_server = lambda t: tff.FederatedType(t, tff.SERVER)
 
   @tff.federated_computation(at_server(state_type))
   def params_of(state):
-    return tff.federated_map(pieces.get_params, state)
+    return tff.federated_map(process.get_model_weights, state)
 
   @tff.federated_computation(at_server(params_type),
-                             tff.FederatedType(pieces.data_type, tff.CLIENTS))
+                             tff.FederatedType(process.data_type, tff.CLIENTS))
   def partial(params, data):
-    outputs = tff.federated_map(pieces.client_update, (tff.federated_broadcast(params), data))
+    outputs = tff.federated_map(process.client_update, (tff.federated_broadcast(params), data))
     return tff.federated_sum(outputs)
 
   @tff.tensorflow.computation(total_type, total_type)
@@ -98,8 +97,8 @@ def build_pieces(process):
 
   @tff.federated_computation(at_server(state_type), at_server(total_type))
   def finish(state, total):
-    return (tff.federated_map(pieces.server_update, (state, total)),
-            tff.federated_map(pieces.round_metrics, total))
+    return (tff.federated_map(process.server_update, (state, total)),
+            tff.federated_map(process.round_metrics, total))
 
   return params_of, partial, merge, finish
 

@@ -1,6 +1,6 @@
 """Client data kept on the TFF worker between rounds; a round sends row positions.
 
-A grouped round's data (`algorithms/grouped.py`: per data key, the rows of
+A grouped round's data (`runtime/grouped.py`: per data key, the rows of
 a group's clients concatenated) are most of what a resident round sends to
 the worker: 64 EMNIST clients are 20 MB a round, whose transfer took longer
 than the MLP's whole round in plain TF (docs/runs/scaling_256). Yet a
@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.algorithms import grouped
+from tff_meta.runtime import grouped
 
 # The pool stops growing at this size (bytes on the worker).
 MAX_BYTES = 1 << 30

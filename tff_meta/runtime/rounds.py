@@ -19,8 +19,8 @@ The two resident runners return the current state only on the rounds where
 `needs_state(round_num)` (evaluation, checkpoint and final rounds, the
 loop's schedule); on the others `RoundResult.state` is the given state,
 stale. Algorithms with client state pass the round's `client_states` and
-get them back in `RoundResult.client_states`. `runtime/runner_choice.py`
-picks the runner from the config and the executor.
+get them back in `RoundResult.client_states`. `runtime/execution_plan.py`
+picks the runner from the algorithm, the config and the executor.
 """
 
 from __future__ import annotations

@@ -40,9 +40,9 @@ def main(argv):
   model = experiment.build_model(cfg, data)
   cfg = cfg.for_algorithm(cfg.algorithm, cfg.output_dir)
   alg = experiment.build_algorithm(cfg, model, data)
-  # The worker's calls at once (and resident state) from its memory budget, for the workers
-  # this program starts; remote workers keep theirs.
-  plan = experiment.worker_plan(cfg, alg, sized=FLAGS.executor != 'workers')
+  # How the rounds execute; the worker's calls at once (and resident state) from its memory
+  # budget, for the workers this program starts; remote workers keep theirs.
+  plan = experiment.execution(cfg, alg, sized=FLAGS.executor != 'workers')
   with executor.make_pool(FLAGS, log_dir=cfg.resolved_output_dir(),
                           max_concurrent_calls=plan.max_concurrent_calls) as pool:
     result = experiment.run(cfg, data=data, model=model, pool=pool, show_progress=FLAGS.progress,

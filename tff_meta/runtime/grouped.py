@@ -12,9 +12,11 @@ instead of one:
       total  = federated_sum(sums)         # the same single aggregation stage
       ...                                  # the same server step and metrics
 
+`grouped_process(process)` builds this round with `process.build_round`,
+the builder of every algorithm's round, from the process's declared parts:
 `group_update` runs the algorithm's unchanged per-client step
-(`process.client_update_fn` / `stateful.client_update_fn`: the client work,
-its weighting and its rejection) for every client of the group in a
+(`process.client_work`: the client work, its weighting and its rejection;
+`algorithms/process.py`) for every client of the group in a
 `tf.while_loop` whose body holds the whole client step, tapes included, so
 MAML's second-order gradient is taken inside one iteration and never
 through the loop. Each client's contribution (weighted update, weight,
@@ -35,6 +37,8 @@ state is its clients' states stacked, and the new states come back stacked.
 DP and secure aggregation need each client's update as its own record
 (clipping, the secure sum's per-client range), so a process with a
 `model_aggregator` is never grouped (`GroupingError`; docs/DECISIONS.md).
+Whether to group, and how many clients per call, is the execution plan's
+choice (`runtime/execution_plan.py`); the algorithm declares nothing about it.
 
 Type signatures (D = one client's data, G = a group's data = <data=D with
 leading dimensions concatenated, rows=int32[?,R]>, C = one client's state,
@@ -45,11 +49,15 @@ C* = states stacked, T = one client's contribution):
 from __future__ import annotations
 
 import collections
+import functools
 from typing import List, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+
+from tff_meta.algorithms import process as process_lib
+from tff_meta.algorithms.federated_process import FederatedProcess
 
 # Clients of a group the TF runtime may run at once (while_loop's parallel_iterations).
 PARALLEL_CLIENTS = 4
@@ -198,3 +206,25 @@ def group_work(client_work, data_spec: Mapping[str, tf.TensorSpec], contribution
   if not stateful:
     return total
   return total, tf.nest.pack_sequence_as(client_states, [a.stack() for a in arrays])
+
+
+def grouped_process(process: FederatedProcess) -> FederatedProcess:
+  """`process`'s round with groups of clients as its CLIENTS values (module docstring).
+
+  Its data are groups (`pack_groups`), its client states stacked (`stack_states`); the
+  same state and results as `process`. Raises `GroupingError` with a `model_aggregator`.
+  """
+  if process.model_aggregator is not None:
+    refuse_aggregator()
+  spec = collections.OrderedDict(tff.types.type_to_tf_tensor_specs(process.data_type))
+  work = functools.partial(group_work, process.client_work, spec, process.client_output_type)
+  state_type = process.client_state_type
+  if state_type is not None:
+    work = lambda params, states, group, work=work: work(params, group, states)
+    state_type = tff.types.tensorflow_to_type(
+        stacked_spec(tff.types.type_to_tf_tensor_specs(state_type)))
+  return process_lib.build_round(
+      initial_params=process.initial_params, client_fn=process.client_fn, client_work=work,
+      client_data_spec=group_spec(spec), server_optimizer=process.server_optimizer,
+      weighting=process.weighting, client_state_type=state_type,
+      initial_client_state=process.initial_client_state)

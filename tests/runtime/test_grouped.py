@@ -1,4 +1,4 @@
-"""Several clients per TFF call (`algorithms.grouped`) give the round of one client per call."""
+"""Several clients per TFF call (`runtime.grouped`) give the round of one client per call."""
 
 import collections
 import dataclasses
@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from tests import helpers
-from tff_meta.algorithms import ALGORITHMS, Hparams, grouped
+from tff_meta.algorithms import ALGORITHMS, Hparams
+from tff_meta.runtime import grouped
 from tff_meta.data import client_data
 
 HPARAMS = Hparams(inner_lr=0.1, server_lr=0.01, client_lr=0.05)
@@ -35,8 +36,8 @@ def _assert_same(a, b, rtol=1e-5, atol=1e-6):
 def _check_rounds(alg, round_batch, clients_per_call, rounds=2):
   """`rounds` rounds of alg.process and of its grouped twin from the same state."""
   proc = alg.process
-  twin = proc.grouped()
-  assert twin.is_grouped and not proc.is_grouped and proc.grouped() is twin
+  twin = grouped.grouped_process(proc)
+  assert twin.data_type != proc.data_type and twin.state_type == proc.state_type
   spec = tff_specs(proc)
   state = grouped_state = proc.initialize()
   client_states = grouped_states = None
@@ -79,7 +80,7 @@ def test_grouped_rounds_equal_one_client_per_call(tff_context, name):
 
 @pytest.mark.parametrize('name', ['fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd'])
 def test_one_group_of_the_papers_4_clients_is_bit_for_bit_one_client_per_call(tff_context, name):
-  """The default groups a round's 4 clients into one call (`runner_choice`); the group adds
+  """The default groups a round's 4 clients into one call (`execution_plan`); the group adds
   its clients in order from zeros as TFF's sum does, so no FedMeta result moves."""
   alg, round_batch = _setup(name, num_clients=4,
                             hparams=dataclasses.replace(HPARAMS, weighting='num_examples'))
@@ -88,7 +89,7 @@ def test_one_group_of_the_papers_4_clients_is_bit_for_bit_one_client_per_call(tf
   for r in (1, 2):
     batch = round_batch(r)
     state, metrics = proc.next(state, batch)
-    grouped_state, grouped_metrics = proc.grouped().next(
+    grouped_state, grouped_metrics = grouped.grouped_process(proc).next(
         grouped_state, grouped.pack_groups(batch, spec, 4))
     for a, b in zip(tf.nest.flatten((state, metrics)),
                     tf.nest.flatten((grouped_state, grouped_metrics))):
@@ -107,14 +108,6 @@ def test_every_algorithm_grouped_equals_one_client_per_call(tff_context, name):
   _check_rounds(alg, round_batch, clients_per_call=3, rounds=1)
 
 
-def test_steps_in_place_marks_fused_adam_client_work():
-  """FedAvg's default client Adam steps graph variables in place (slower in a group)."""
-  assert _setup('fedavg')[0].process.steps_in_place
-  assert not _setup('fedmeta_maml')[0].process.steps_in_place
-  sgd = dataclasses.replace(HPARAMS, client_optimizer='sgd')
-  assert not _setup('fedavg', hparams=sgd)[0].process.steps_in_place
-
-
 def test_maml_second_order_gradient_survives_grouping(tff_context):
   """The group's sum is MAML's, not FOMAML's: the two differ, grouped MAML equals MAML."""
   maml, round_batch = _setup('fedmeta_maml', num_clients=3)
@@ -123,8 +116,8 @@ def test_maml_second_order_gradient_survives_grouping(tff_context):
   params = maml.process.initialize()['params']
   group = grouped.pack_groups(batch, tff_specs(maml.process), 3)
   assert len(group) == 1
-  total = maml.process.grouped().client_update(params, group[0])
-  first_order = fomaml.process.grouped().client_update(params, group[0])
+  total = grouped.grouped_process(maml.process).client_update(params, group[0])
+  first_order = grouped.grouped_process(fomaml.process).client_update(params, group[0])
   alone = [maml.process.client_update(params, c) for c in batch]
   expected = tf.nest.map_structure(lambda *xs: sum(xs), *alone)
   _assert_same(total, expected)
@@ -142,7 +135,7 @@ def test_rejected_client_in_a_group_is_counted_and_dropped(tff_context):
   batch = [batch[0], empty, nan]
   params = alg.process.initialize()['params']
   group = grouped.pack_groups(batch, tff_specs(alg.process), 3)[0]
-  total = alg.process.grouped().client_update(params, group)
+  total = grouped.grouped_process(alg.process).client_update(params, group)
   alone = alg.process.client_update(params, batch[0])
   assert total['num_clients'] == 3 and total['num_rejected'] == 2
   _assert_same(total['weighted_update'], alone['weighted_update'])
@@ -162,7 +155,7 @@ def test_dp_and_secure_aggregation_refuse_grouping():
   factory = aggregation.dp_factory(noise_multiplier=0.0, clip=1.0, clients_per_round=4)
   alg = ALGORITHMS.get('fedmeta_maml')(model, HPARAMS, model_aggregator=factory)
   with pytest.raises(grouped.GroupingError, match='default aggregator'):
-    alg.process.grouped()
+    grouped.grouped_process(alg.process)
 
 
 def test_group_sizes_and_packing():
