@@ -105,7 +105,7 @@ def main(argv):
       return total, [tf.convert_to_tensor(g) for g in
                      tape.gradient(total, model.trainable_variables)]   # embedding: dense
 
-    # Adam on the mean loss over every row, 512 rows at a time. Not `learning.slices.mean_gradient`:
+    # Adam on the mean loss over every row, 512 rows at a time. Not `learning.inner_loop.mean_gradient`:
     # that differentiates a function of weight tensors (`models.functional`), and TFF's
     # functional Keras model refuses to run outside a graph context (a TFF computation),
     # while this benchmark trains the eager Keras model that `step` and `heldout` use.

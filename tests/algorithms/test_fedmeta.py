@@ -9,7 +9,7 @@ import tensorflow_federated as tff
 
 from tests import helpers
 from tff_meta.algorithms import fedmeta
-from tff_meta.learning import losses, slices
+from tff_meta.learning import inner_loop, losses
 
 ALPHA = 0.5
 
@@ -200,7 +200,7 @@ def test_process_takes_the_sliced_path_past_slice_above(tff_context, setup, monk
   """Clients past `slice_above` (1: every client) in slices of 7: the TFF client work
   gives the plain-TF full-batch meta-gradient (Meta-SGD's is checked in plain TF above)."""
   model, clients = setup
-  monkeypatch.setattr(slices, 'SLICE_SIZE', 7)   # read when the work is built
+  monkeypatch.setattr(inner_loop, 'SLICE_SIZE', 7)   # read when the work is built
   assert len(clients[0]['support_y']) % 7 and len(clients[0]['query_y']) % 7
   proc = fedmeta.build_fedmeta_process(
       model, variant='maml', inner_lr=ALPHA, inner_steps=2, slice_above=1,

@@ -9,7 +9,7 @@ import tensorflow as tf
 from tests import helpers
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.evaluation import personalized
-from tff_meta.learning import slices
+from tff_meta.learning import inner_loop
 
 
 @pytest.fixture(scope='module')
@@ -51,10 +51,10 @@ def test_maml_evaluation_adapts_on_support_only(tff_context, setup):
 
 @pytest.mark.slow
 def test_sliced_evaluation_equals_the_full_batch_reference(tff_context, setup, monkeypatch):
-  """Slices of 7 rows (`learning.slices`): support sets not divisible by 7, query sets of
+  """Slices of 7 rows (`learning.inner_loop`): support sets not divisible by 7, query sets of
   many slices, and a client smaller than one slice give the full-batch scores."""
   model, clients = setup
-  monkeypatch.setattr(slices, 'SLICE_SIZE', 7)   # read when the computations are built
+  monkeypatch.setattr(inner_loop, 'SLICE_SIZE', 7)   # read when the computations are built
   small = collections.OrderedDict(
       support_x=clients[1]['support_x'][:3], support_y=clients[1]['support_y'][:3],
       query_x=clients[1]['query_x'][:5], query_y=clients[1]['query_y'][:5])

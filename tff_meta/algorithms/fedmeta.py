@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, losses, slices
+from tff_meta.learning import inner_loop, losses
 
 VARIANTS = ('maml', 'fomaml', 'metasgd')
 
@@ -47,10 +47,10 @@ def meta_gradient(model, params, data, *, inner_lr, inner_steps, first_order,
     tape.watch(flat)
     rates = personalized.rates_of(params, inner_lr)
     support_loss = lambda w: loss.value(model.logits(w, data['support_x']), data['support_y'])
-    adapted = adaptation.sgd_adapt(support_loss, params['weights'], rates, inner_steps, first_order)
+    adapted = inner_loop.sgd_adapt(support_loss, params['weights'], rates, inner_steps, first_order)
     query_logits = model.logits(adapted, data['query_x'])
     query_loss = loss.value(query_logits, data['query_y'])
-  grads = tf.nest.pack_sequence_as(params, adaptation.dense(tape.gradient(query_loss, flat)))
+  grads = tf.nest.pack_sequence_as(params, inner_loop.dense(tape.gradient(query_loss, flat)))
   return grads, query_logits
 
 
@@ -59,7 +59,7 @@ def sliced_meta_gradient(model, params, data, *, inner_lr, inner_steps, first_or
   """Pure TF: (g_u, query stats) of `meta_gradient`, in the memory of one slice of examples.
 
   The same math, with reverse mode through the K inner steps written out so
-  that every full-set quantity is a sum over slices (`learning.slices`):
+  that every full-set quantity is a sum over slices (`learning.inner_loop`):
     theta_0 = theta, theta_{k+1} = theta_k - alpha o grad L_S(theta_k);
     v_K = grad L_Q(theta_K) (with the query stats of theta_K);
     for k = K-1 ... 0:  g_alpha -= grad L_S(theta_k) o v_{k+1},
@@ -76,18 +76,18 @@ def sliced_meta_gradient(model, params, data, *, inner_lr, inner_steps, first_or
 
   def support_gradient(weights):
     thetas.append(weights)
-    support_grads.append(slices.mean_gradient(slice_loss, weights, sx, sy, size))
+    support_grads.append(inner_loop.mean_gradient(slice_loss, weights, sx, sy, size))
     return support_grads[-1]
 
-  adapted = adaptation.descend(support_gradient, params['weights'], rates, inner_steps)
-  v, stats = slices.mean_gradient(lambda w, x, y: _loss_and_outputs(model, loss, w, x, y),
+  adapted = inner_loop.descend(support_gradient, params['weights'], rates, inner_steps)
+  v, stats = inner_loop.mean_gradient(lambda w, x, y: _loss_and_outputs(model, loss, w, x, y),
                                   adapted, qx, qy, size, stats_fn=loss.stats)
   rate_grads = [tf.zeros_like(w) for w in v] if per_weight else None
   for k in reversed(range(inner_steps)):
     if per_weight:
       rate_grads = [r - g * x for r, g, x in zip(rate_grads, support_grads[k], v)]
     if not first_order:
-      hv = slices.mean_hessian_product(slice_loss, thetas[k], scaled(v), sx, sy, size)
+      hv = inner_loop.mean_hessian_product(slice_loss, thetas[k], scaled(v), sx, sy, size)
       v = [x - h for x, h in zip(v, hv)]
   grads = collections.OrderedDict(weights=v)
   if per_weight:

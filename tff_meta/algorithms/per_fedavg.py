@@ -43,7 +43,7 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, local_training, losses, minibatch_stream
+from tff_meta.learning import inner_loop, local_training, losses, minibatch_stream
 
 VARIANTS = ('fo', 'hf')
 
@@ -55,7 +55,7 @@ def loss_gradient(model, weights, x, y):
     tape.watch(weights)
     logits = model.logits(weights, x)
     loss = losses.cross_entropy(logits, y)
-  return adaptation.dense(tape.gradient(loss, weights)), logits
+  return inner_loop.dense(tape.gradient(loss, weights)), logits
 
 
 def finite_difference_hvp(grad_fn, weights, vector, delta):

@@ -47,7 +47,7 @@ import tensorflow as tf
 
 from tff_meta.algorithms import base, hparams, process
 from tff_meta.evaluation import flops, personalized
-from tff_meta.learning import adaptation, local_training, losses, minibatch_stream, slices
+from tff_meta.learning import inner_loop, local_training, losses, minibatch_stream
 
 
 def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
@@ -57,7 +57,7 @@ def solve_personalized(model, anchor, start, x, y, *, lam, lr, steps):
     return (losses.cross_entropy(model.logits(theta, x), y)
             + 0.5 * lam * losses.squared_distance(theta, anchor))
 
-  return adaptation.sgd_adapt(moreau_loss, start, lr, steps, first_order=True)
+  return inner_loop.sgd_adapt(moreau_loss, start, lr, steps, first_order=True)
 
 
 def _client_fn(model, lam, personal_lr, inner_steps, eta, local_steps, batch_size, params, data):
@@ -107,15 +107,15 @@ def build_pfedme_process(model, *, lam: float, personal_lr: float, inner_steps: 
 def moreau_adapter(model, lam: float, lr: float, steps: int):
   """Evaluation: theta_i solved from the global w on the support set (Eqs. 2-3), as
   `solve_personalized` with the cross-entropy's gradient summed over slices
-  (`learning.slices`: the same full-batch steps, in bounded memory)."""
+  (`learning.inner_loop`: the same full-batch steps, in bounded memory)."""
 
   def adapter(params, support_x, support_y):
     anchor = params['weights']
     slice_loss = lambda theta, x, y: losses.cross_entropy(model.logits(theta, x), y)
     proximal = lambda theta: 0.5 * lam * losses.squared_distance(theta, anchor)
-    gradient = lambda theta: slices.mean_gradient(slice_loss, theta, support_x, support_y,
+    gradient = lambda theta: inner_loop.mean_gradient(slice_loss, theta, support_x, support_y,
                                                   regularizer=proximal)
-    return adaptation.descend(gradient, anchor, lr, steps)
+    return inner_loop.descend(gradient, anchor, lr, steps)
 
   return adapter
 

@@ -36,8 +36,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import aggregation
-from tff_meta.algorithms.federated_process import FederatedProcess
-from tff_meta.learning.finite import all_finite
+from tff_meta.algorithms.base import FederatedProcess
+from tff_meta.learning.inner_loop import all_finite
 
 WEIGHTINGS = ('uniform', 'num_examples')
 METRIC_NAMES = ('loss_sum', 'correct', 'num_examples')

@@ -29,7 +29,7 @@ PRIMARY = 'test'   # the split whose accuracy a run reports
 # 16.5 GB. A call takes clients while their support + query examples stay
 # within EVAL_EXAMPLES_PER_CALL (always at least one client) and at most
 # EVAL_CLIENTS_PER_CALL of them (each holds its own adapted model); inside a
-# client, the slices of `learning.slices` bound the activations. Each client
+# client, the slices of `learning.inner_loop` bound the activations. Each client
 # is scored independently, so the results do not depend on the calls.
 EVAL_EXAMPLES_PER_CALL = 2048
 EVAL_CLIENTS_PER_CALL = 8

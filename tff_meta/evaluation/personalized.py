@@ -9,7 +9,7 @@ The adapter receives the support tensors only, so query data cannot leak into
 adaptation.
 
 Memory stays bounded by a slice of examples, whatever a client's size
-(`learning.slices`): the full-batch support steps accumulate their gradient
+(`learning.inner_loop`): the full-batch support steps accumulate their gradient
 slice by slice (`adapt_on_support`), and the query set is scored slice by
 slice (`score`); both give the full-batch results up to float rounding.
 
@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.learning import adaptation, losses, slices
+from tff_meta.learning import inner_loop, losses
 
 # (params, support_x, support_y) -> adapted trainable weights.
 Adapter = Callable[[collections.OrderedDict, tf.Tensor, tf.Tensor], List[tf.Tensor]]
@@ -49,13 +49,13 @@ def adapt_on_support(model, weights, rates, steps: int, support_x, support_y,
   """`steps` first-order full-batch SGD steps from `weights` on the support loss (MAML's
   inner loop at evaluation; FedMeta Alg. 1, l. 13), the gradient summed over slices."""
   slice_loss = lambda w, x, y: loss.value(model.logits(w, x), y)
-  gradient = lambda w: slices.mean_gradient(slice_loss, w, support_x, support_y)
-  return adaptation.descend(gradient, weights, rates, steps)
+  gradient = lambda w: inner_loop.mean_gradient(slice_loss, w, support_x, support_y)
+  return inner_loop.descend(gradient, weights, rates, steps)
 
 
 def score(model, weights, x, y):
   """`losses.batch_stats` of the whole set (x, y) under `weights`, slice by slice."""
-  return slices.stats(lambda xs, ys: losses.batch_stats(model.logits(weights, xs), ys), x, y)
+  return inner_loop.sliced_stats(lambda xs, ys: losses.batch_stats(model.logits(weights, xs), ys), x, y)
 
 
 def sgd_adapter(model, rate, steps: int) -> Adapter:

@@ -34,8 +34,8 @@ from typing import Callable, NamedTuple
 import tensorflow as tf
 
 from tff_meta.fewround import prototypes as proto_lib
-from tff_meta.learning import adaptation
-from tff_meta.learning.finite import all_finite
+from tff_meta.learning import inner_loop
+from tff_meta.learning.inner_loop import all_finite
 from tff_meta.core.registry import Registry
 
 
@@ -73,7 +73,7 @@ def query_gradient(model, hp, server, data, local_update, client_batch):
     logits = model.classifier.logits(model, theta, query.x, query.way_mask, protos, mask)
     losses = proto_lib.per_example_loss(logits, query.y)
     loss = tf.reduce_mean(losses)
-  return adaptation.dense(tape.gradient(loss, theta)), losses, logits, query.y
+  return inner_loop.dense(tape.gradient(loss, theta)), losses, logits, query.y
 
 
 def _metrics(ok, losses, logits, labels, data):

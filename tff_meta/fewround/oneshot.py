@@ -63,7 +63,7 @@ import tensorflow_federated as tff
 
 from tff_meta.fewround import process as process_lib
 from tff_meta.fewround.model import FewRoundModel
-from tff_meta.learning.finite import all_finite
+from tff_meta.learning.inner_loop import all_finite
 
 
 def _halves(y: np.ndarray):

@@ -66,8 +66,8 @@ from tff_meta.fewround.few_round_process import (TEST_PROTOTYPES, TRAIN_PROTOTYP
 from tff_meta.fewround.model import ClientBatch, FewRoundModel
 from tff_meta.learning import step_scale
 from tff_meta.fewround.meta_update import META_UPDATES
-from tff_meta.learning import adaptation
-from tff_meta.learning.finite import all_finite
+from tff_meta.learning import inner_loop
+from tff_meta.learning.inner_loop import all_finite
 
 
 def data_spec(element_shape, x_dtype=tf.float32) -> 'collections.OrderedDict':
@@ -93,7 +93,7 @@ def local_update(model: FewRoundModel, hp: FewRoundHparams, theta, batch: Client
   """
   loss_fn = lambda w: model.classifier.local_loss(model, w, batch, global_protos,
                                                   global_mask, gamma)
-  return adaptation.sgd_adapt(loss_fn, theta, local_rates(model, hp), hp.local_steps)
+  return inner_loop.sgd_adapt(loss_fn, theta, local_rates(model, hp), hp.local_steps)
 
 
 def local_rates(model: FewRoundModel, hp: FewRoundHparams):

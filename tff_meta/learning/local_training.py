@@ -20,7 +20,7 @@ from typing import Callable, Optional, Sequence
 
 import tensorflow as tf
 
-from tff_meta.learning import adaptation, fused_adam, losses
+from tff_meta.learning import fused_adam, inner_loop, losses
 
 
 def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.Tensor,
@@ -56,7 +56,7 @@ def train_minibatches(logits_fn: Callable, weights: Sequence[tf.Tensor], x: tf.T
       loss = losses.cross_entropy(logits, by)
       if regularizer is not None:
         loss = loss + regularizer(list(w), bx, logits)
-    return adaptation.dense(tape.gradient(loss, w)), losses.batch_stats(logits, by)
+    return inner_loop.dense(tape.gradient(loss, w)), losses.batch_stats(logits, by)
 
   if fused_adam.can_apply_in_place(optimizer):
     adam = fused_adam.InPlaceAdam(optimizer, weights)

@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tff_meta.learning import adaptation, losses
+from tff_meta.learning import inner_loop, losses
 
 
 def params_type(params) -> tff.Type:
@@ -47,7 +47,7 @@ def build_predict(model, params_type_: tff.Type, *, loss: losses.Loss, inner_lr:
   def client_predict(params, data):
     rates = params['rates'] if 'rates' in params else inner_lr
     support_loss = lambda w: loss.value(model.logits(w, data['support_x']), data['support_y'])
-    adapted = adaptation.sgd_adapt(support_loss, params['weights'], rates, steps,
+    adapted = inner_loop.sgd_adapt(support_loss, params['weights'], rates, steps,
                                    first_order=True)
     return model.logits(adapted, data['query_x'])
 

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from tff_meta.algorithms import base
-from tff_meta.learning import adaptation, losses, step_scale
+from tff_meta.learning import inner_loop, losses, step_scale
 
 
 class Trainer:
@@ -64,7 +64,7 @@ class Trainer:
       with tf.GradientTape() as tape:
         tape.watch(w)
         value = self.loss.value(self.model.logits(list(w), tf.gather(x, idx)), tf.gather(y, idx))
-      grads = tuple(adaptation.dense(tape.gradient(value, list(w))))
+      grads = tuple(inner_loop.dense(tape.gradient(value, list(w))))
       s, w = self.optimizer.next(s, w, grads)
       return i + 1, tuple(w), s
 

@@ -57,7 +57,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import process as process_lib
-from tff_meta.algorithms.federated_process import FederatedProcess
+from tff_meta.algorithms.base import FederatedProcess
 
 # Clients of a group the TF runtime may run at once (while_loop's parallel_iterations).
 PARALLEL_CLIENTS = 4

@@ -1,33 +1,89 @@
-"""Full-batch sums and gradients computed slice by slice: the math of the whole set, the
-memory of one slice.
+"""A client's inner loop: SGD adaptation, full-batch gradients in slices, the finiteness check.
 
-Personalized evaluation (FedMeta Sec. 4.1, Alg. 1 l. 13) adapts each client
-with full-batch steps on its whole support set and scores its whole query set.
-A Shakespeare role holds up to tens of thousands of 80-character sequences,
-and an LSTM's activations over all of them at once do not fit in memory. Both
-quantities are sums over examples, so they can be accumulated over fixed-size
-slices in a `tf.while_loop`, which keeps one slice's activations alive (with
-`parallel_iterations=1`: the slices do not depend on each other, so the
-default 10 would run up to 10 slices' forward and backward passes at once):
+**Adaptation** (`sgd_adapt`, `descend`): theta' = theta - alpha o grad L_support(theta),
+repeated. One function serves MAML (scalar alpha), Meta-SGD (per-parameter alpha, FedMeta
+Eq. 3, arXiv:1802.07876), first-order MAML (inner gradient as a constant) and fine-tuning at
+evaluation. The steps are unrolled in Python: second-order gradients through a
+`tf.while_loop` can silently come back `None` (TFF_NOTES).
 
-- `stats`: loss_sum, correct and num_examples of the query set, summed over
-  slices (`losses.batch_stats` of the whole set);
+**Slices** (`sliced_stats`, `mean_gradient`, `mean_hessian_product`): full-batch sums and
+gradients computed slice by slice, the math of the whole set with the memory of one slice.
+Personalized evaluation (FedMeta Sec. 4.1, Alg. 1 l. 13) adapts each client with full-batch
+steps on its whole support set and scores its whole query set. A Shakespeare role holds up
+to tens of thousands of 80-character sequences, and an LSTM's activations over all of them
+at once do not fit in memory. Both quantities are sums over examples, so they are
+accumulated over fixed-size slices in a `tf.while_loop`, which keeps one slice's
+activations alive (with `parallel_iterations=1`: the slices do not depend on each other, so
+the default 10 would run up to 10 slices' forward and backward passes at once):
+
+- `sliced_stats`: loss_sum, correct and num_examples of the query set, summed over slices
+  (`losses.batch_stats` of the whole set);
 - `mean_gradient`: the gradient of the mean loss over the whole set,
-  grad (1/N) sum_i l_i = sum_k (n_k / N) grad L_k, with L_k the mean loss of
-  slice k of n_k examples: exact up to float rounding. The result is a
-  constant (first-order adaptation: nothing differentiates through it).
+  grad (1/N) sum_i l_i = sum_k (n_k / N) grad L_k, with L_k the mean loss of slice k of
+  n_k examples: exact up to float rounding. The result is a constant (first-order
+  adaptation: nothing differentiates through it).
 
-The slices are consecutive rows x[k s : (k + 1) s]; the last one may be
-shorter; a set with fewer rows than one slice is a single slice.
+The slices are consecutive rows x[k s : (k + 1) s]; the last one may be shorter; a set with
+fewer rows than one slice is a single slice.
+
+**Finiteness** (`all_finite`): the one non-finite check. Client updates
+(`algorithms/process.py`), few-round meta-updates (`fewround/meta_update.py`,
+`fewround/process.py`) and one-shot scores (`fewround/oneshot.py`) reject or rank by it.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
-from tff_meta.learning import adaptation
+Weights = List[tf.Tensor]
+Rates = Union[float, tf.Tensor, Sequence[tf.Tensor]]
+
+
+def dense(grads):
+  """Gradients as dense tensors (embedding lookups give `tf.IndexedSlices`)."""
+  return [None if g is None else tf.convert_to_tensor(g) for g in grads]
+
+
+def sgd_adapt(loss_fn: Callable[[Weights], tf.Tensor], weights: Sequence[tf.Tensor],
+              rates: Rates, steps: int, first_order: bool = False) -> Weights:
+  """Returns the weights after `steps` SGD steps on `loss_fn`.
+
+  Args:
+    loss_fn: weights -> scalar support loss.
+    weights: the starting weights theta (tensors; gradients flow through them).
+    rates: alpha, a scalar or one tensor per weight (Meta-SGD's alpha vector).
+    steps: number of unrolled inner steps (>= 0).
+    first_order: treat the inner gradients as constants (FOMAML).
+  """
+
+  def gradient(weights):
+    with tf.GradientTape() as tape:
+      tape.watch(weights)
+      loss = loss_fn(weights)
+    grads = dense(tape.gradient(loss, weights))
+    return [tf.stop_gradient(g) for g in grads] if first_order else grads
+
+  return descend(gradient, weights, rates, steps)
+
+
+def descend(gradient: Callable[[Weights], Weights], weights: Sequence[tf.Tensor], rates: Rates,
+            steps: int) -> Weights:
+  """`steps` steps w <- w - alpha o gradient(w) (see `sgd_adapt`); `gradient` may be any
+  function of the weights, e.g. `inner_loop.mean_gradient` over a large support set."""
+  if steps < 0:
+    raise ValueError(f'inner steps must be >= 0, got {steps}.')
+  weights = list(weights)
+  per_weight = isinstance(rates, (list, tuple))
+  for _ in range(steps):
+    grads = gradient(weights)
+    if per_weight:
+      weights = [w - a * g for w, a, g in zip(weights, rates, grads)]
+    else:
+      weights = [w - rates * g for w, g in zip(weights, grads)]
+  return weights
+
 
 # Rows per slice. The character LSTM keeps about 1.6 MB of activations per
 # sequence for a gradient, so a slice of 128 holds about 0.2 GB.
@@ -48,7 +104,7 @@ def _num_slices(y, size: Optional[int]):
   return size, n, (n + size - 1) // size
 
 
-def stats(stats_fn: Callable, x, y, size: Optional[int] = None):
+def sliced_stats(stats_fn: Callable, x, y, size: Optional[int] = None):
   """Sum over slices of `stats_fn(x_k, y_k)`, a structure of scalars that add up over
   examples (e.g. `losses.batch_stats`); an empty set is one empty slice."""
   x, y = tf.nest.map_structure(tf.convert_to_tensor, (x, y))
@@ -109,7 +165,7 @@ def mean_gradient(loss_fn: Callable, weights: Sequence[tf.Tensor], x, y,
       tape.watch(weights)
       out = loss_fn(weights, xs, ys)
     loss, part = (out[0], stats_fn(out[1], ys)) if stats_fn is not None else (out, ())
-    return adaptation.dense(tape.gradient(loss, weights)), part
+    return dense(tape.gradient(loss, weights)), part
 
   sums = None
   if stats_fn is not None:   # the structure of the sums, from an empty slice's
@@ -121,7 +177,7 @@ def mean_gradient(loss_fn: Callable, weights: Sequence[tf.Tensor], x, y,
       tape.watch(weights)
       extra = regularizer(weights)
     grads = [g + tf.stop_gradient(e)
-             for g, e in zip(grads, adaptation.dense(tape.gradient(extra, weights)))]
+             for g, e in zip(grads, dense(tape.gradient(extra, weights)))]
   return (grads, totals) if stats_fn is not None else grads
 
 
@@ -139,9 +195,15 @@ def mean_hessian_product(loss_fn: Callable, weights: Sequence[tf.Tensor], vector
       with tf.GradientTape() as inner:
         inner.watch(weights)
         loss = loss_fn(weights, xs, ys)
-      grads = adaptation.dense(inner.gradient(loss, weights))
+      grads = dense(inner.gradient(loss, weights))
       dot = tf.add_n([tf.reduce_sum(g * v) for g, v in zip(grads, vector)])
     products = outer.gradient(dot, weights, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return adaptation.dense(products), ()
+    return dense(products), ()
 
   return _slice_means(slice_fn, x, y, size, [tf.zeros_like(w) for w in weights])[0]
+
+
+def all_finite(structure) -> tf.Tensor:
+  """A scalar bool tensor: no NaN or Inf in any tensor of `structure`."""
+  return tf.reduce_all(tf.stack(
+      [tf.reduce_all(tf.math.is_finite(t)) for t in tf.nest.flatten(structure)]))

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tff_meta.algorithms import aggregation, process, stateful
-from tff_meta.algorithms.federated_process import FederatedProcess
+from tff_meta.algorithms.base import FederatedProcess
 
 SGD = tff.learning.optimizers.build_sgdm(learning_rate=1.0)
 DIM = 3
