@@ -101,7 +101,7 @@ def load_round(flag_values):
 
 def plain_tf_round(proc, initial_state, batch):
   """One `tf.compat.v1` graph running the *same* round pieces as the TFF process
-  (`proc.client_fn`, `client_update_fn`, `server_update_fn`), state in variables.
+  (`proc.client_work`, `server_update_fn`), state in variables.
 
   Returns (step(round_batch=batch): runs one round on `round_batch`, which has `batch`'s
   clients and keys, any number of examples each; read(): the state, close()).
@@ -113,8 +113,7 @@ def plain_tf_round(proc, initial_state, batch):
         lambda a: tf.compat.v1.placeholder(a.dtype, [None, *a.shape[1:]]), dict(c))
              for c in batch]
     state = tf.nest.map_structure(lambda v: v.read_value(), state_vars)
-    outs = [process_lib.client_update_fn(proc.client_fn, proc.weighting, state['params'], f)
-            for f in feeds]
+    outs = [proc.client_work(state['params'], f) for f in feeds]
     total = tf.nest.map_structure(lambda *xs: tf.add_n(list(xs)), *outs)
     new_state = process_lib.server_update_fn(proc.server_optimizer, state, total)
     step = tf.group(*[v.assign(n) for v, n in zip(tf.nest.flatten(state_vars),

@@ -17,7 +17,7 @@ run for every round:
     `process.next` per round, the state stays on the worker and is fetched
     only after the first and the last call;
 - plain TF: one `tf.compat.v1` graph that calls the *same* pure-TF round
-  pieces (`process.client_fn`, `client_update_fn`, `server_update_fn`), state
+  pieces (`process.client_work`, `server_update_fn`), state
   in graph variables, data fed each round (`benchmarks/common.py`).
 
 The benchmark asserts that both compute the same state: after the first call

@@ -71,6 +71,7 @@ def test_it_runs_through_the_execution_plan_without_naming_it(tff_context, regis
   import types   # pylint: disable=g-import-not-at-top
   import tensorflow as tf   # pylint: disable=g-import-not-at-top
   from tff_meta.runtime.execution_plan import ExecutionPlan   # pylint: disable=g-import-not-at-top
+  from tff_meta.runtime.grouped_rounds import GroupedRounds   # pylint: disable=g-import-not-at-top
   data, model = helpers.digits_protocol(), helpers.mlp_spec()
   for optimizer in ('sgd', 'adam'):
     alg = registered(model, {'prox_mu': 0.1, 'client_lr': 0.1, 'local_epochs': 1,
@@ -79,6 +80,7 @@ def test_it_runs_through_the_execution_plan_without_naming_it(tff_context, regis
     pool = types.SimpleNamespace(addresses=[f'localhost:{tff_context.port}'])
     runner = ExecutionPlan().runner(alg, pool, num_clients=2, round_batch=lambda r: clients,
                                     needs_state=lambda r: True)
+    assert isinstance(runner, GroupedRounds) == (optimizer == 'sgd'), (optimizer, runner)
     state = expected = alg.process.initialize()
     with runner:
       for r in (1, 2):

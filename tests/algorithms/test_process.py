@@ -51,7 +51,8 @@ def test_plain_process_declares_its_parts(tff_context):
   assert isinstance(proc, FederatedProcess) and isinstance(proc, tff.templates.IterativeProcess)
   assert not proc.stateful and proc.client_state_type is None and proc.initial_client_state is None
   assert proc.model_aggregator is None and proc.weighting == 'uniform'
-  assert proc.client_fn is _echo and proc.server_optimizer is SGD
+  assert proc.client_work.func is process.client_update_fn and proc.client_work.args[0] is _echo
+  assert proc.server_optimizer is SGD
   assert proc.get_model_weights.type_signature.parameter == proc.state_type.member
   assert proc.get_model_weights.type_signature.result == proc.params_type
   assert proc.data_type == tff.types.tensorflow_to_type(SPEC)
@@ -98,6 +99,6 @@ def test_client_state_type_and_initial_state_go_together():
                      params_type=proc.params_type, data_type=proc.data_type,
                      client_output_type=proc.client_output_type,
                      client_update=proc.client_update, server_update=proc.server_update,
-                     round_metrics=proc.round_metrics, initial_params=PARAMS, client_fn=_echo,
+                     round_metrics=proc.round_metrics, initial_params=PARAMS,
                      client_work=proc.client_work, weighting='uniform', server_optimizer=SGD,
                      client_state_type=proc.params_type)

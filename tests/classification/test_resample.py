@@ -29,6 +29,9 @@ CFG = config_lib.ExperimentConfig(
     hparams=Hparams(inner_lr=0.1, server_optimizer='adam', server_lr=0.01))
 
 
+CAP = 4   # max_client_examples of the fixture's capped run
+
+
 def _rows(path):
   with open(path, newline='') as f:
     return list(csv.DictReader(f))
@@ -63,7 +66,7 @@ def test_round_data_resamples_episodes_only_when_asked():
 def runs(tmp_path_factory):
   """Resampled: plain path for 6 rounds; resident path (the default) stopped after
   4 and resumed to 6, recording every split it turns into an episode; fixed
-  splits, plain path, 6 rounds."""
+  splits, plain path, 6 rounds; resampled and capped at CAP examples a client, 1 round."""
   base = tmp_path_factory.mktemp('resample')
   outs, seen = {}, []
   with WorkerPool.local(1) as pool:
@@ -79,6 +82,7 @@ def runs(tmp_path_factory):
       run('resumed', rounds=4)
       run('resumed')
     run('fixed', resident_state=False, resample_support=False)
+    run('capped', rounds=1, max_client_examples=CAP)
   outs['initial'] = experiment.build_algorithm(
       CFG, experiment.build_model(CFG, experiment.prepare_data(CFG))).process.initialize
   return outs, seen
@@ -129,3 +133,23 @@ def test_only_training_clients_are_resampled(runs):
   for c in trained:
     assert len(c.support) == len(fixed[c.client_id].support)
     assert not np.array_equal(c.support.x, fixed[c.client_id].support.x)
+
+
+@pytest.mark.slow
+def test_max_client_examples_reaches_the_rounds_the_run_trains(runs):
+  """The config's cap goes from `experiment.run` to the round's data: round 1's client FLOPs
+  (metrics.csv, counted on the data the round sent) are those of the capped round data."""
+  outs, _ = runs
+  data = experiment.prepare_data(CFG)
+  alg = experiment.build_algorithm(CFG, experiment.build_model(CFG, data))
+  idx = client_data.sample_clients(len(data.train), CFG.clients_per_round, CFG.seed, 1)
+  clients = [data.train[i] for i in idx]
+  capped = client_data.round_data('episode', clients, CFG.seed, 1, resample=True,
+                                  max_examples=CAP)
+  whole = client_data.round_data('episode', clients, CFG.seed, 1, resample=True)
+  assert all(len(d['support_y']) + len(d['query_y']) <= CAP for d in capped)
+  flops = lambda batch: float(sum(alg.client_flops(d) for d in batch))
+  assert flops(capped) < flops(whole)
+  assert float(_rows(outs['capped'] / 'metrics.csv')[0]['client_flops']) == flops(capped)
+  assert float(_rows(outs['plain'] / 'metrics.csv')[0]['client_flops']) == flops(whole)
+  assert 'max_client_examples = 4' in (outs['capped'] / 'config.toml').read_text()

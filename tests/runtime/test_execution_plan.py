@@ -17,7 +17,7 @@ from tff_meta.runtime import contexts, execution_plan, workers
 from tff_meta.runtime.execution_plan import ExecutionPlan
 from tff_meta.runtime.grouped_rounds import GroupedRounds
 from tff_meta.runtime.resident import ResidentRounds
-from tff_meta.runtime.rounds import PlainRounds, RoundRunner
+from tff_meta.runtime.rounds import PlainRounds
 
 GIB = 2**30
 
@@ -27,17 +27,19 @@ def _alg(state_mb, client_mb):
   def tensor(mb):
     return tff.TensorType(np.float32, [int(mb * 1e6) // 4])
   process = types.SimpleNamespace(state_type=tff.FederatedType(tensor(state_mb), tff.SERVER),
-                                  params_type=tensor(client_mb))
+                                  params_type=tensor(client_mb), model_aggregator=None)
   return types.SimpleNamespace(display_name='Alg', process=process)
 
 
-def _plan(alg, budget, calls=-1, resident=True, clients=4):
+def _plan(alg, budget, calls=-1, resident=True, clients=4, per_call=0):
   return execution_plan.plan(alg, worker_memory_mb=budget, max_concurrent_calls=calls,
-                             resident_state=resident, clients_per_round=clients)
+                             resident_state=resident, clients_per_round=clients,
+                             clients_per_call=per_call)
 
 
-def _asked(calls, resident):
-  return ExecutionPlan(resident_state=resident, clients_per_call=0, max_concurrent_calls=calls)
+def _asked(calls, resident, per_call=0):
+  return ExecutionPlan(resident_state=resident, clients_per_call=per_call,
+                       max_concurrent_calls=calls)
 
 
 def test_estimate_by_hand():
@@ -57,15 +59,19 @@ def test_estimate_by_hand():
   assert execution_plan.calls_within(2000, 26_400_000, 26_400_000) == 6
 
 
-def test_plans(capsys):
+def test_plans(capsys, monkeypatch):
+  monkeypatch.setattr(execution_plan, 'steps_in_place', lambda process: False)
   fedavg, maml, metasgd = _alg(26.4, 26.4), _alg(79.2, 26.4), _alg(158.5, 52.8)
   # All 4 calls fit: as asked, silently.
-  assert _plan(fedavg, 2000) == _asked(-1, True)
+  assert _plan(fedavg, 2000, per_call=1) == _asked(-1, True, per_call=1)
   assert capsys.readouterr().err == ''
-  # 3 fit.
-  assert _plan(maml, 2000) == _asked(3, True)
+  # 3 of the 4 one-client calls fit.
+  assert _plan(maml, 2000, per_call=1) == _asked(3, True, per_call=1)
   assert 'note: Alg: 3 client call(s) at once on the worker (worker_memory_mb: 2000 MB' in \
       capsys.readouterr().err
+  # Grouped (clients_per_call = 0: the 4 clients in one call), the one call fits: as asked.
+  assert _plan(maml, 2000) == _asked(-1, True)
+  assert 'call(s) at once' not in capsys.readouterr().err
   # Not one next to the resident state: the state is sent each round, one call at a time.
   assert _plan(metasgd, 2000) == _asked(1, False)
   assert 'note: Alg: one client call at a time, with the server state sent each round' in \
@@ -89,10 +95,11 @@ def test_the_key_is_checked_and_may_change_on_resume():
     config_lib.load('configs/demo/digits.toml', {'worker_memory_mb': -2}).validate()
 
 
-def test_the_least_memory_plan_gives_the_same_results():
-  """Two Meta-SGD rounds: resident state with every call at once, and the state sent each
-  round one call at a time (the plan of a small budget), give the same state and metrics
-  bit for bit."""
+def test_the_runners_of_the_most_and_least_memory_give_the_same_results():
+  """Two Meta-SGD rounds on the two runners a memory budget chooses between: resident state
+  with every call at once, and the state sent each round one call at a time (what `plan()`
+  picks under a small budget, `test_plans`),
+  give the same state and metrics bit for bit."""
   proc, round_batch = helpers.fedmeta_rounds('metasgd', 4)
   outputs = []
   for calls, resident in ((-1, True), (1, False)):
@@ -133,7 +140,6 @@ def _choose(alg, workers_, resident_state):
 def test_plain_paths():
   assert isinstance(_choose(_runner_alg(), 1, False), PlainRounds)
   assert isinstance(_choose(_runner_alg(), 2, False), PlainRounds)
-  assert isinstance(_choose(_runner_alg(), 1, False), RoundRunner)
 
 
 def test_fallbacks_are_noted(capsys):

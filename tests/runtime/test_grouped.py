@@ -38,7 +38,7 @@ def _check_rounds(alg, round_batch, clients_per_call, rounds=2):
   proc = alg.process
   twin = grouped.grouped_process(proc)
   assert twin.data_type != proc.data_type and twin.state_type == proc.state_type
-  spec = tff_specs(proc)
+  spec = grouped.data_spec(proc)
   state = grouped_state = proc.initialize()
   client_states = grouped_states = None
   for r in range(1, rounds + 1):
@@ -67,11 +67,6 @@ def _check_rounds(alg, round_batch, clients_per_call, rounds=2):
                          tf.nest.flatten(proc.initialize()['params'])[0])
 
 
-def tff_specs(proc):
-  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
-  return collections.OrderedDict(tff.types.type_to_tf_tensor_specs(proc.data_type))
-
-
 @pytest.mark.parametrize('name', ['fedavg', 'fedmeta_maml', 'fedmeta_fomaml', 'fedmeta_metasgd'])
 def test_grouped_rounds_equal_one_client_per_call(tff_context, name):
   alg, round_batch = _setup(name)
@@ -84,13 +79,13 @@ def test_one_group_of_the_papers_4_clients_is_bit_for_bit_one_client_per_call(tf
   its clients in order from zeros as TFF's sum does, so no FedMeta result moves."""
   alg, round_batch = _setup(name, num_clients=4,
                             hparams=dataclasses.replace(HPARAMS, weighting='num_examples'))
-  proc, spec = alg.process, tff_specs(alg.process)
+  proc, spec = alg.process, grouped.data_spec(alg.process)
   state = grouped_state = proc.initialize()
+  twin = grouped.grouped_process(proc)
   for r in (1, 2):
     batch = round_batch(r)
     state, metrics = proc.next(state, batch)
-    grouped_state, grouped_metrics = grouped.grouped_process(proc).next(
-        grouped_state, grouped.pack_groups(batch, spec, 4))
+    grouped_state, grouped_metrics = twin.next(grouped_state, grouped.pack_groups(batch, spec, 4))
     for a, b in zip(tf.nest.flatten((state, metrics)),
                     tf.nest.flatten((grouped_state, grouped_metrics))):
       np.testing.assert_array_equal(a, b)
@@ -114,7 +109,7 @@ def test_maml_second_order_gradient_survives_grouping(tff_context):
   fomaml, _ = _setup('fedmeta_fomaml', num_clients=3)
   batch = round_batch(1)
   params = maml.process.initialize()['params']
-  group = grouped.pack_groups(batch, tff_specs(maml.process), 3)
+  group = grouped.pack_groups(batch, grouped.data_spec(maml.process), 3)
   assert len(group) == 1
   total = grouped.grouped_process(maml.process).client_update(params, group[0])
   first_order = grouped.grouped_process(fomaml.process).client_update(params, group[0])
@@ -134,7 +129,7 @@ def test_rejected_client_in_a_group_is_counted_and_dropped(tff_context):
   nan['support_x'] = np.full_like(nan['support_x'], np.nan)
   batch = [batch[0], empty, nan]
   params = alg.process.initialize()['params']
-  group = grouped.pack_groups(batch, tff_specs(alg.process), 3)[0]
+  group = grouped.pack_groups(batch, grouped.data_spec(alg.process), 3)[0]
   total = grouped.grouped_process(alg.process).client_update(params, group)
   alone = alg.process.client_update(params, batch[0])
   assert total['num_clients'] == 3 and total['num_rejected'] == 2

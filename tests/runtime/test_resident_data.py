@@ -10,7 +10,7 @@ import tensorflow as tf
 from tests import helpers
 from tff_meta.runtime import grouped
 from tff_meta.data import client_data
-from tff_meta.runtime import grouped_rounds, resident_data
+from tff_meta.runtime import resident_data
 from tff_meta.runtime.grouped_rounds import GroupedRounds
 from tff_meta.runtime.resident import ResidentRounds
 
@@ -106,7 +106,7 @@ def test_pooled_resident_rounds_equal_packed_rounds(tff_context):
   address = f'localhost:{tff_context.port}'
   results = {}
   for pooled in (False, True):
-    data_pool = resident_data.DataPool(grouped_rounds.data_spec(proc)) if pooled else None
+    data_pool = resident_data.DataPool(grouped.data_spec(proc)) if pooled else None
     inner = ResidentRounds(grouped.grouped_process(proc), address, 2, lambda r: r == 4, data_pool=data_pool)
     assert inner.takes_client_groups == pooled
     state = proc.initialize()
@@ -154,7 +154,7 @@ def test_ranges_join_each_start_and_count():
 def test_a_round_with_the_wrong_inputs_is_refused_before_the_pool_plans(tff_context):
   proc, _ = helpers.fedmeta_rounds('maml', 4)
   clients = helpers.digits_protocol().train[:2]
-  data_pool = resident_data.DataPool(grouped_rounds.data_spec(proc))
+  data_pool = resident_data.DataPool(grouped.data_spec(proc))
   runner = ResidentRounds(grouped.grouped_process(proc), f'localhost:{tff_context.port}', 1, lambda r: False,
                           data_pool=data_pool)
   try:

@@ -44,7 +44,7 @@ class FederatedProcess(tff.templates.IterativeProcess):
     `round_metrics` (the sum -> the round's metrics); both None with a
     `model_aggregator`, whose own process takes the update;
   - the pure-TF definition behind the computations (`initial_params`,
-    `client_fn`, the per-client step `client_work`, `weighting`,
+    the per-client step `client_work` around the algorithm's `client_fn`, `weighting`,
     `server_optimizer`), for plain-TF references (`benchmarks/round_overhead.py`)
     and for the execution plan, which builds the same round for other call
     shapes (`runtime/execution_plan.py`).
@@ -77,7 +77,6 @@ class FederatedProcess(tff.templates.IterativeProcess):
   server_update: Optional[tff.Computation]
   round_metrics: Optional[tff.Computation]
   initial_params: Mapping[str, Any]
-  client_fn: Callable
   client_work: Callable
   weighting: str
   server_optimizer: Any
@@ -86,7 +85,7 @@ class FederatedProcess(tff.templates.IterativeProcess):
                get_model_weights: tff.Computation, params_type: tff.Type, data_type: tff.Type,
                client_output_type: tff.Type, client_update: tff.Computation,
                server_update: Optional[tff.Computation], round_metrics: Optional[tff.Computation],
-               initial_params: Mapping[str, Any], client_fn: Callable, client_work: Callable,
+               initial_params: Mapping[str, Any], client_work: Callable,
                weighting: str, server_optimizer: Any,
                client_state_type: Optional[tff.Type] = None,
                initial_client_state: Optional[Mapping[str, Any]] = None,
@@ -105,7 +104,6 @@ class FederatedProcess(tff.templates.IterativeProcess):
     self.server_update = server_update
     self.round_metrics = round_metrics
     self.initial_params = initial_params
-    self.client_fn = client_fn
     self.client_work = client_work
     self.weighting = weighting
     self.server_optimizer = server_optimizer

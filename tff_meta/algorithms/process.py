@@ -271,7 +271,7 @@ def _client_update(client_work, params_type, client_state_type, data_type):
 
 @aggregation.quiet_tracing
 def build_round(
-    *, initial_params: Mapping[str, list], client_fn: Callable, client_work: Callable,
+    *, initial_params: Mapping[str, list], client_work: Callable,
     client_data_spec: Mapping[str, tf.TensorSpec], server_optimizer, weighting: str,
     client_state_type=None, initial_client_state=None,
     model_aggregator=None) -> FederatedProcess:
@@ -281,8 +281,7 @@ def build_round(
   `client_work` is the pure-TF client step: `(params, data) -> contribution`
   or, with `client_state_type` (the type of one client's state, whose new
   clients start from `initial_client_state`), `(params, client_state, data)
-  -> (contribution, new_client_state)`; `client_fn` is
-  the algorithm's function it wraps, exposed for plain-TF references. With
+  -> (contribution, new_client_state)`, exposed for plain-TF references. With
   a client state, `next` takes and returns it CLIENTS-placed:
       next: (<state@SERVER, {C}@CLIENTS, {D}@CLIENTS>
              -> <state@SERVER, {C}@CLIENTS, M@SERVER>)
@@ -340,7 +339,7 @@ def build_round(
       initialize, next_fn, get_model_weights=get_params, params_type=params_type,
       data_type=data_type, client_output_type=contribution_type, client_update=client_update,
       server_update=server_update, round_metrics=round_metrics, initial_params=initial_params,
-      client_fn=client_fn, client_work=client_work, weighting=weighting,
+      client_work=client_work, weighting=weighting,
       server_optimizer=server_optimizer, client_state_type=client_state_type,
       initial_client_state=initial_client_state, model_aggregator=model_aggregator)
 
@@ -364,7 +363,7 @@ def build_federated_process(
       `aggregation`); None = the weighted mean.
   """
   return build_round(
-      initial_params=initial_params, client_fn=client_fn,
+      initial_params=initial_params,
       client_work=functools.partial(client_update_fn, client_fn, weighting,
                                     premultiply=model_aggregator is None),
       client_data_spec=client_data_spec, server_optimizer=server_optimizer, weighting=weighting,

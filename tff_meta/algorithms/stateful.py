@@ -95,7 +95,7 @@ def build_stateful_process(
     raise ValueError('initial_client_state needs a `visits` entry; build it with with_visits().')
   initial_client_state = _as_float32(collections.OrderedDict(initial_client_state))
   proc = process.build_round(
-      initial_params=initial_params, client_fn=client_fn,
+      initial_params=initial_params,
       client_work=functools.partial(client_update_fn, client_fn, weighting,
                                     premultiply=model_aggregator is None),
       client_data_spec=client_data_spec, server_optimizer=server_optimizer, weighting=weighting,

@@ -32,13 +32,10 @@ from tff_meta.classification import privacy
 
 _FEDMETA_FIVE = 'fedavg,fedavg_meta,fedmeta_maml,fedmeta_fomaml,fedmeta_metasgd'
 
-TABLES = ('data', 'model_options', 'hparams', 'method_hparams')
-
-
 def check_tables(raw: Dict[str, Any], source: str) -> None:
   """[data], [model_options], [hparams] and [method_hparams.<name>] must be TOML tables
   (a `ConfigError` naming the key, what it got and what it takes)."""
-  for key in TABLES:
+  for key in (f.name for f in dataclasses.fields(ExperimentConfig) if config_file.is_table(f)):
     if key in raw and not isinstance(raw[key], dict):
       raise ConfigError(f'{source}: {key} must be a table ([{key}] with key = value lines), '
                         f'got {raw[key]!r}.')

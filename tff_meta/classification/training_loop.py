@@ -357,7 +357,7 @@ def _result(alg: Algorithm, rounds: int, final: personalized.EvalSummary, per_ro
 def run(alg: Algorithm, data: ProtocolData, *, rounds: int, clients_per_round: int, seed: int,
         eval_every: int, checkpoint_every: int, output_dir: str,
         pool: Optional[WorkerPool] = None, show_progress: bool = True,
-        final_eval_rounds: int = 1, plan: ExecutionPlan = ExecutionPlan(),
+        final_eval_rounds: int = 1, plan: ExecutionPlan,
         resample_support: bool = False, max_client_examples: int = 0,
         privacy: Optional[Budget] = None,
         on_start: Optional[Callable[[], None]] = None) -> RunResult:

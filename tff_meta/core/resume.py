@@ -27,8 +27,9 @@ class _Absent:
 _ABSENT = _Absent()   # a key one of the two configs lacks (and no default names)
 UNKNOWN = 'not a setting of this version'   # a saved top-level key today's schema lacks
 # What a refusal suggests when a saved key is unknown: it may have been renamed.
-RENAME_HINT = ('if a key was renamed, `python -m research.rename_config_keys {folder}` '
-               'rewrites its name in the folder')
+RENAME_HINT = ('if a key was renamed, research/rename_config_keys.py (in a clone of the '
+               'repository: `python -m research.rename_config_keys {folder}`) rewrites its name '
+               'in the folder')
 
 
 def flatten_settings(config: Mapping[str, Any], prefix: str = '') -> Dict[str, Any]:
@@ -110,7 +111,8 @@ def check_resume(folder: str, current: Mapping[str, Any], **rules) -> None:
         f'restore it, use a new --output_dir, or delete {folder} to start over.') from None
   changes = settings_changes(saved, current, **rules)
   if changes:
-    renamed = any(c.endswith(f'({UNKNOWN})') for c in changes)
+    renamed = any(key not in current for key in saved
+                  if not _covered(key, tuple(rules.get('may_differ', ()))))
     raise RunFolderError(
         f'{folder} holds a run with other settings, which change what it computes: '
         f'{"; ".join(changes)}. Resuming would mix two runs. Rerun with the settings of {path}, '

@@ -49,6 +49,16 @@ def can_apply_in_place(optimizer) -> bool:
           and not isinstance(tf.compat.v1.get_default_graph(), func_graph.FuncGraph))
 
 
+# The op of the fused step `InPlaceAdam.apply` emits.
+IN_PLACE_OP = 'ResourceApplyAdam'
+
+
+def steps_in_graph(graph: tf.compat.v1.GraphDef) -> bool:
+  """Whether `graph` (or a function in its library) steps an `InPlaceAdam`: holds its op."""
+  return any(node.op == IN_PLACE_OP for node in graph.node) or any(
+      node.op == IN_PLACE_OP for f in graph.library.function for node in f.node_def)
+
+
 class InPlaceAdam:
   """The weights and Adam slots of one local loop, as variables of the current graph.
 
@@ -76,7 +86,7 @@ class InPlaceAdam:
     """Adam step number `step` (1 for the first) with `grads`; the update ops. A weight
     whose gradient is None keeps its value and slots, as in TFF's Adam."""
     t = tf.cast(step, tf.float32)
-    return [tf.raw_ops.ResourceApplyAdam(
+    return [getattr(tf.raw_ops, IN_PLACE_OP)(
         var=var.handle, m=m.handle, v=v.handle, beta1_power=tf.pow(self._beta_1, t),
         beta2_power=tf.pow(self._beta_2, t), lr=self._lr, beta1=self._beta_1,
         beta2=self._beta_2, epsilon=self._epsilon, grad=g)

@@ -63,6 +63,7 @@ import tensorflow_federated as tff
 
 from tff_meta.core.logs import note
 from tff_meta.evaluation.communication import type_num_bytes
+from tff_meta.learning import fused_adam
 from tff_meta.runtime import grouped, grouped_rounds, workers
 from tff_meta.runtime.pool_resident import PoolResidentRounds
 from tff_meta.runtime.resident import ResidentRounds
@@ -82,8 +83,6 @@ CALL_COPIES = 8.0    # a client call's peak, in multiples of what it receives
 # bounded allocator settings (`workers.default_env`), none elsewhere.
 BOUNDED_BUDGET_MB = 2000.0
 AUTO, NO_BUDGET = -1, 0
-# The op of TF's fused Adam step (`learning/fused_adam.py`, `InPlaceAdam`).
-IN_PLACE_OP = 'ResourceApplyAdam'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +119,7 @@ class ExecutionPlan:
       return build(alg.process, num_clients, round_batch)
     inner = build(grouped.grouped_process(alg.process), grouped_rounds.num_groups(num_clients, k),
                   grouped_rounds.group_batches(alg.process, k, round_batch),
-                  grouped_rounds.data_spec(alg.process) if k >= POOL_MIN_CLIENTS else None)
+                  grouped.data_spec(alg.process) if k >= POOL_MIN_CLIENTS else None)
     return grouped_rounds.GroupedRounds(alg.process, inner, k)
 
 
@@ -131,7 +130,8 @@ def plan(alg, *, resident_state: bool = True, clients_per_call: int = 0,
   local worker sized by `worker_memory_mb` (module docstring; 0 = the keys as they are).
 
   An explicit `max_concurrent_calls` (not -1) is kept as it is; so is a round whose
-  `clients_per_round` calls all fit.
+  `clients_per_round` calls all fit, or whose one grouped call fits (the local worker's
+  clients in one call, `clients_per_call_for`).
   """
   asked = ExecutionPlan(resident_state, clients_per_call, max_concurrent_calls)
   budget = budget_mb(worker_memory_mb, memory_bytes)
@@ -142,6 +142,9 @@ def plan(alg, *, resident_state: bool = True, clients_per_call: int = 0,
   calls = calls_within(budget, state, client)
   base, call = estimate_mb(state, client)
   if calls >= clients_per_round:
+    return asked
+  # A grouped round (the worker's clients in one call: `_grouping`) makes one call at a time.
+  if calls >= 1 and _grouping(alg, clients_per_call, clients_per_round, 1)[0] > 1:
     return asked
   if calls >= 1:
     note(f'{alg.display_name}: {calls} client call(s) at once on the worker '
@@ -177,41 +180,43 @@ def calls_within(budget: float, state_bytes: int, client_bytes: int) -> int:
 
 
 def steps_in_place(process) -> bool:
-  """Whether one client's work steps a fused Adam in graph variables: its computation's
-  graph (or a function of it) holds `IN_PLACE_OP`."""
+  """Whether one client's work steps a fused Adam in graph variables (its computation's
+  graph holds `fused_adam.IN_PLACE_OP`)."""
   proto = tff.framework.ConcreteComputation.get_proto(process.client_update)
   graph = tf.compat.v1.GraphDef()
   proto.tensorflow.graph_def.Unpack(graph)
-  return any(node.op == IN_PLACE_OP for node in graph.node) or any(
-      node.op == IN_PLACE_OP for f in graph.library.function for node in f.node_def)
+  return fused_adam.steps_in_graph(graph)
+
+
+def _grouping(alg, clients_per_call: int, num_clients: int, num_workers: int) -> tuple:
+  """(clients per TFF call, the note that says why, or '') of `clients_per_call_for`."""
+  if alg.process.model_aggregator is not None:
+    return 1, (f'{alg.display_name}: with DP or secure aggregation every client runs in its own '
+               f'TFF call (clients_per_call={clients_per_call} ignored): each update is clipped '
+               'and summed as its own record.' if clients_per_call > 1 else '')
+  share = -(-num_clients // num_workers)
+  if clients_per_call == 0:
+    if share < AUTO_MIN_CLIENTS:
+      return 1, ''
+    if steps_in_place(alg.process):
+      return 1, (f'{alg.display_name}: one client per TFF call (its fused Adam steps in graph '
+                 'variables, which a group of clients cannot; slower grouped). Set '
+                 'clients_per_call > 1 to group anyway.')
+    return share, (f'{alg.display_name}: {share} clients per TFF call ({num_clients} per round '
+                   f'on {num_workers} worker(s); clients_per_call = 0 groups them when faster, '
+                   '1 = one client per call).')
+  if clients_per_call > share and num_workers > 1:
+    return share, (f'clients_per_call={clients_per_call}: {share} clients per call, so that '
+                   f'each of the {num_workers} workers gets a group.')
+  return clients_per_call, ''
 
 
 def clients_per_call_for(alg, clients_per_call: int, num_clients: int, num_workers: int) -> int:
   """The clients per TFF call a run takes (module docstring), with a note when it is grouped."""
-  if alg.process.model_aggregator is not None:
-    if clients_per_call > 1:
-      note(f'{alg.display_name}: with DP or secure aggregation every client runs in its own '
-           f'TFF call (clients_per_call={clients_per_call} ignored): each update is clipped '
-           'and summed as its own record.')
-    return 1
-  share = -(-num_clients // num_workers)
-  if clients_per_call == 0:
-    if share < AUTO_MIN_CLIENTS:
-      return 1
-    if steps_in_place(alg.process):
-      note(f'{alg.display_name}: one client per TFF call (its fused Adam steps in graph '
-           'variables, which a group of clients cannot; slower grouped). Set clients_per_call '
-           '> 1 to group anyway.')
-      return 1
-    note(f'{alg.display_name}: {share} clients per TFF call ({num_clients} per round on '
-         f'{num_workers} worker(s); clients_per_call = 0 groups them when faster, 1 = one client '
-         'per call).')
-    return share
-  if clients_per_call > share and num_workers > 1:
-    note(f'clients_per_call={clients_per_call}: {share} clients per call, so that each of the '
-         f'{num_workers} workers gets a group.')
-    return share
-  return clients_per_call
+  k, why = _grouping(alg, clients_per_call, num_clients, num_workers)
+  if why:
+    note(why)
+  return k
 
 
 def _runner(alg, process, pool, *, resident_state: bool, num_clients: int,

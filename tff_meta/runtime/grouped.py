@@ -208,6 +208,11 @@ def group_work(client_work, data_spec: Mapping[str, tf.TensorSpec], contribution
   return total, tf.nest.pack_sequence_as(client_states, [a.stack() for a in arrays])
 
 
+def data_spec(process: FederatedProcess) -> collections.OrderedDict:
+  """One client's data spec (TF) of an ungrouped `process`."""
+  return collections.OrderedDict(tff.types.type_to_tf_tensor_specs(process.data_type))
+
+
 def grouped_process(process: FederatedProcess) -> FederatedProcess:
   """`process`'s round with groups of clients as its CLIENTS values (module docstring).
 
@@ -216,7 +221,7 @@ def grouped_process(process: FederatedProcess) -> FederatedProcess:
   """
   if process.model_aggregator is not None:
     refuse_aggregator()
-  spec = collections.OrderedDict(tff.types.type_to_tf_tensor_specs(process.data_type))
+  spec = data_spec(process)
   work = functools.partial(group_work, process.client_work, spec, process.client_output_type)
   state_type = process.client_state_type
   if state_type is not None:
@@ -224,7 +229,7 @@ def grouped_process(process: FederatedProcess) -> FederatedProcess:
     state_type = tff.types.tensorflow_to_type(
         stacked_spec(tff.types.type_to_tf_tensor_specs(state_type)))
   return process_lib.build_round(
-      initial_params=process.initial_params, client_fn=process.client_fn, client_work=work,
+      initial_params=process.initial_params, client_work=work,
       client_data_spec=group_spec(spec), server_optimizer=process.server_optimizer,
       weighting=process.weighting, client_state_type=state_type,
       initial_client_state=process.initial_client_state)

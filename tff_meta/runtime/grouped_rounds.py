@@ -13,18 +13,11 @@ runner that keeps client data on the worker (`ResidentRounds` with a
 
 from __future__ import annotations
 
-import collections
 from typing import Callable, Optional, Sequence
 
-import tensorflow_federated as tff
 
 from tff_meta.runtime import grouped
 from tff_meta.runtime.rounds import RoundResult, RoundRunner
-
-
-def data_spec(process) -> collections.OrderedDict:
-  """One client's data spec (TF) of an ungrouped `process`."""
-  return collections.OrderedDict(tff.types.type_to_tf_tensor_specs(process.data_type))
 
 
 def num_groups(num_clients: int, clients_per_call: int) -> int:
@@ -34,7 +27,7 @@ def num_groups(num_clients: int, clients_per_call: int) -> int:
 def group_batches(process, clients_per_call: int,
                   round_batch: Callable[[int], Sequence]) -> Callable[[int], list]:
   """`round_batch` (round -> clients of `process`) as round -> groups, for an inner runner."""
-  spec = data_spec(process)
+  spec = grouped.data_spec(process)
   return lambda r: grouped.pack_groups(round_batch(r), spec, clients_per_call)
 
 
@@ -42,7 +35,7 @@ class GroupedRounds(RoundRunner):
   """`inner` (a runner of the grouped twin for `num_groups` values) fed with groups."""
 
   def __init__(self, process, inner: RoundRunner, clients_per_call: int):
-    self._spec = data_spec(process)
+    self._spec = grouped.data_spec(process)
     self._inner = inner
     self.clients_per_call = clients_per_call
 
