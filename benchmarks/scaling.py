@@ -1,6 +1,6 @@
 r"""Scaling of the TFF round against plain TF with clients per round and model size.
 
-  python -m benchmarks.scaling --cache_dir=../shared/data/tff
+  python -m benchmarks.scaling --cache_dir=<folder of TFF's emnist_all.sqlite>
   python -m benchmarks.scaling --models=femnist_cnn --clients_list=4,16,64 --modes=1,resident
   python -m benchmarks.scaling --models=mlp --clients_list=64,256 --modes=resident,grouped \
       --csv=scaling.csv
