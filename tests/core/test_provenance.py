@@ -38,6 +38,24 @@ def test_code_version_is_the_commit_and_says_dirty(checkout):
   assert provenance.code_version() == head[:12] + '+dirty'
 
 
+def test_code_version_of_another_checkout(checkout, tmp_path):
+  """`code_version(folder)` names that checkout's commit (a benchmark measuring another
+  worktree's code), not this package's."""
+  other = tmp_path / 'other'
+  other.mkdir()
+  _git(other, 'init', '-q')
+  (other / 'b.py').write_text('y = 1\n')
+  _git(other, 'add', 'b.py')
+  _git(other, 'commit', '-q', '-m', 'other')
+  head = subprocess.run(['git', '-C', str(other), 'rev-parse', 'HEAD'], check=True,
+                        capture_output=True, text=True).stdout.strip()
+  assert provenance.code_version(str(other)) == head[:12] != provenance.code_version()
+  (other / 'b.py').write_text('y = 2\n')
+  provenance.code_version.cache_clear()
+  assert provenance.code_version(str(other)) == head[:12] + '+dirty'
+  assert '+dirty' not in provenance.code_version()   # `checkout` itself is clean
+
+
 def test_outside_a_checkout_the_version_is_unknown(tmp_path, monkeypatch):
   monkeypatch.setattr(provenance, '_REPO', str(tmp_path))
   monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path.parent))
