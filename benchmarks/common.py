@@ -15,13 +15,13 @@ import tensorflow as tf
 
 import tensorflow_federated as tff
 
+from benchmarks import processes
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.algorithms import process as process_lib
 from tff_meta.core.tables import markdown_table
 from tff_meta.data import load_dataset, protocol
 from tff_meta.classification.config import ExperimentConfig
 from tff_meta.runtime.execution_plan import ExecutionPlan
-from tff_meta.runtime import workers
 from tff_meta.runtime.resident import ResidentRounds
 from tff_meta.runtime.rounds import PlainRounds
 
@@ -198,12 +198,6 @@ def relative_difference(a, b, initial) -> float:
                max(np.linalg.norm(flat(b) - flat(initial)), 1e-12))
 
 
-def _process_cpu(pid: int) -> float:
-  with open(f'/proc/{pid}/stat') as f:
-    fields = f.read().rsplit(')', 1)[1].split()
-  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
 class Clock:
   """Wall seconds and CPU seconds of the given worker PIDs (plus this process's)."""
 
@@ -213,7 +207,7 @@ class Clock:
 
   def _cpu(self) -> float:
     own = time.process_time() if self.include_self else 0.0
-    return own + sum(_process_cpu(p) for p in self.pids)
+    return own + sum(processes.cpu_seconds(p) for p in self.pids)
 
   def __enter__(self):
     self._t0, self._c0 = time.perf_counter(), self._cpu()
@@ -248,16 +242,6 @@ def timing_cells(times) -> List[str]:
   return [fmt(times['tff']['wall']), fmt(times['ref']['wall']),
           f'{med("tff", "wall") / med("ref", "wall"):.2f}', f'{med("tff", "cpu"):.3f}',
           f'{med("ref", "cpu"):.3f}', f'{med("tff", "cpu") / med("ref", "cpu"):.2f}']
-
-
-def peak_rss_mb(pid: int) -> float:
-  """VmHWM (peak resident set) of a process, in MiB."""
-  return workers.status_kib(pid, 'VmHWM') / 1024
-
-
-def rss_mb(pid: int) -> float:
-  """VmRSS (resident set) of a process, in MiB."""
-  return workers.status_kib(pid, 'VmRSS') / 1024
 
 
 def machine() -> str:
