@@ -135,7 +135,7 @@ def plain_cell_seconds(config: str, cache_dir: str, pool) -> dict:
   data = experiment.prepare_data(cfg)
   alg = experiment.build_algorithm(cfg, experiment.build_model(cfg, data), data)
   sampler = RoundSampler(alg.train_data, data.train, cfg.clients_per_round, cfg.seed,
-                         cfg.resample_support)
+                         cfg.resample_support, cfg.max_client_examples)
   with tff.framework.get_context_stack().install(pool.context):
     initial = alg.process.initialize()
   step, _, close = common.plain_tf_round(alg.process, initial, sampler.sample(1).batch)
