@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-PY_ROOTS = ('tff_meta', 'programs', 'research', 'tests')
+PY_ROOTS = ('tff_meta', 'programs', 'research', 'benchmarks', 'tests')
 SKIP_DIRS = {'__pycache__', '.git', '.venv', '.pytest_cache'}
 REQUIREMENTS = 'requirements.txt'
 

@@ -1,4 +1,5 @@
-"""Generates every BUILD file under tff_meta/, programs/ and tests/ from the Python sources.
+"""Generates every BUILD file under tff_meta/, programs/, research/, benchmarks/ and tests/ from
+the Python sources.
 
   python .ci/gen_bazel.py           rewrite the BUILD files that differ
   python .ci/gen_bazel.py --check   write nothing; exit 1 with a unified diff when one differs

@@ -4,24 +4,25 @@ reference round, clocks and summaries. Not a test; nothing here asserts speed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 import tensorflow_federated as tff
 
+from benchmarks import processes
 from tff_meta.algorithms import ALGORITHMS, Hparams
 from tff_meta.algorithms import process as process_lib
 from tff_meta.core.tables import markdown_table
 from tff_meta.data import load_dataset, protocol
 from tff_meta.classification.config import ExperimentConfig
 from tff_meta.runtime.execution_plan import ExecutionPlan
-from tff_meta.runtime import workers
 from tff_meta.runtime.resident import ResidentRounds
 from tff_meta.runtime.rounds import PlainRounds
 
@@ -35,14 +36,18 @@ HPARAMS = Hparams(inner_lr=0.001, server_lr=1e-4, client_lr=1e-4)
 _LOAD_OPTIONS = {'emnist': {'max_clients': 200}, 'shakespeare': {'max_clients': 100, 'stride': 10}}
 
 
-def define_setup_flags(model: str, clients: int, algorithm: str = 'fedmeta_maml') -> None:
-  """The flags every benchmark shares: model, algorithm, dataset, cache_dir, clients, examples."""
+def define_setup_flags(model: str, clients: Optional[int] = None,
+                       algorithm: str = 'fedmeta_maml') -> None:
+  """The flags every benchmark shares: model, algorithm, dataset, cache_dir, clients (unless
+  `clients` is None: a benchmark of several counts), examples."""
   from absl import flags  # pylint: disable=g-import-not-at-top
   flags.DEFINE_string('model', model, 'Model registry name.')
   flags.DEFINE_string('algorithm', algorithm, 'Algorithm registry name.')
   flags.DEFINE_string('dataset', 'emnist', 'Dataset registry name (emnist, shakespeare, digits).')
-  flags.DEFINE_string('cache_dir', os.path.expanduser('~/.tff'), 'TFF sqlite folder (emnist, shakespeare).')
-  flags.DEFINE_integer('clients', clients, 'Clients per round.')
+  flags.DEFINE_string('cache_dir', os.path.expanduser('~/.tff'),
+                      'TFF sqlite folder (emnist, shakespeare).')
+  if clients is not None:
+    flags.DEFINE_integer('clients', clients, 'Clients per round.')
   flags.DEFINE_integer('examples', 100, 'Examples per client (support 20%, query 80%).')
   flags.DEFINE_list('worker_env', [], 'KEY=VALUE environment of every TFF worker, e.g. '
                     'MALLOC_ARENA_MAX=2, or TF_NUM_INTRAOP_THREADS=1,TF_NUM_INTEROP_THREADS=1 '
@@ -50,10 +55,11 @@ def define_setup_flags(model: str, clients: int, algorithm: str = 'fedmeta_maml'
 
 
 def worker_env(values) -> dict:
-  """--worker_env's KEY=VALUE items as a mapping (None when empty)."""
+  """--worker_env's KEY=VALUE items as a mapping (None when empty); one `error:` line and
+  exit 1 for an item without `=`."""
   bad = [kv for kv in values if '=' not in kv]
   if bad:
-    raise ValueError(f'--worker_env items must be KEY=VALUE, got {bad}.')
+    sys.exit(f'error: --worker_env items are KEY=VALUE (e.g. MALLOC_ARENA_MAX=2), got {bad}.')
   return dict(kv.split('=', 1) for kv in values) or None
 
 
@@ -158,8 +164,14 @@ def tff_rounds(alg, batch, mode, pool, num_calls):
   return 1, lambda state, call: runner.next(state, call + 1, batch).state, runner.close
 
 
-def time_setting(alg, batch, mode, pool, calls, warmup):
-  """Returns dicts of per-round wall/cpu lists for 'tff' and 'ref', and the state check."""
+def time_setting(alg, batch, mode, pool, calls, warmup, watch=None):
+  """Returns dicts of per-round wall/cpu lists for 'tff' and 'ref', and the state check.
+
+  `warmup` untimed calls, then `calls` timed ones, TFF and plain TF alternating; after the
+  first call both states must agree to `TOLERANCE`. `watch`, a context manager that can be
+  entered again and again (`fixed_cost.Requests`), is entered around each timed TFF call,
+  outside its clock.
+  """
   with tff.framework.get_context_stack().install(pool.context):
     initial = state = alg.process.initialize()
   step, read, close = plain_tf_round(alg.process, initial, batch)
@@ -169,7 +181,8 @@ def time_setting(alg, batch, mode, pool, calls, warmup):
   check = None
   try:
     for call in range(warmup + calls):
-      with tff.framework.get_context_stack().install(pool.context), clock:
+      watched = watch if watch is not None and call >= warmup else contextlib.nullcontext()
+      with watched, tff.framework.get_context_stack().install(pool.context), clock:
         state = tff_call(state, call)
       tff_t = (clock.wall / k, clock.cpu / k)
       with Clock() as ref_clock:
@@ -197,12 +210,6 @@ def relative_difference(a, b, initial) -> float:
                max(np.linalg.norm(flat(b) - flat(initial)), 1e-12))
 
 
-def _process_cpu(pid: int) -> float:
-  with open(f'/proc/{pid}/stat') as f:
-    fields = f.read().rsplit(')', 1)[1].split()
-  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
 class Clock:
   """Wall seconds and CPU seconds of the given worker PIDs (plus this process's)."""
 
@@ -212,7 +219,7 @@ class Clock:
 
   def _cpu(self) -> float:
     own = time.process_time() if self.include_self else 0.0
-    return own + sum(_process_cpu(p) for p in self.pids)
+    return own + sum(processes.cpu_seconds(p) for p in self.pids)
 
   def __enter__(self):
     self._t0, self._c0 = time.perf_counter(), self._cpu()
@@ -247,16 +254,6 @@ def timing_cells(times) -> List[str]:
   return [fmt(times['tff']['wall']), fmt(times['ref']['wall']),
           f'{med("tff", "wall") / med("ref", "wall"):.2f}', f'{med("tff", "cpu"):.3f}',
           f'{med("ref", "cpu"):.3f}', f'{med("tff", "cpu") / med("ref", "cpu"):.2f}']
-
-
-def peak_rss_mb(pid: int) -> float:
-  """VmHWM (peak resident set) of a process, in MiB."""
-  return workers.status_kib(pid, 'VmHWM') / 1024
-
-
-def rss_mb(pid: int) -> float:
-  """VmRSS (resident set) of a process, in MiB."""
-  return workers.status_kib(pid, 'VmRSS') / 1024
 
 
 def machine() -> str:

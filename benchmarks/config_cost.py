@@ -27,7 +27,7 @@ startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noi
 from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
-from benchmarks import common  # noqa: E402
+from benchmarks import common, processes  # noqa: E402
 from tff_meta.classification import config as config_lib  # noqa: E402
 from tff_meta.classification import experiment  # noqa: E402
 from tff_meta.core import logs
@@ -62,7 +62,7 @@ class RssWatch:
   def _loop(self):
     while not self._stop.wait(self.every_s):
       try:
-        rss = common.rss_mb(self.worker.pid)
+        rss = processes.rss_mb(self.worker.pid)
       except OSError:
         return
       if rss > self.limit_mb:
@@ -109,12 +109,12 @@ def measure(cfg, data, alg, bound: int):
             sampler.done(r)
         out.update(first=seconds[0], later=statistics.median(seconds[1:] or seconds),
                    first_cpu=cpu[0], later_cpu=statistics.median(cpu[1:] or cpu),
-                   train_peak=common.peak_rss_mb(worker.pid) / 1024)
+                   train_peak=processes.peak_rss_mb(worker.pid) / 1024)
         if FLAGS.evaluate:
           reset_peak(worker.pid)
           with common.Clock([worker.pid]) as clock:
             Evaluation(alg, data, pool, cfg.seed).row(state, FLAGS.rounds)
-          out.update(evaluation=clock.wall, evaluation_cpu=clock.cpu, eval_peak=common.peak_rss_mb(worker.pid) / 1024)
+          out.update(evaluation=clock.wall, evaluation_cpu=clock.cpu, eval_peak=processes.peak_rss_mb(worker.pid) / 1024)
     except Exception as e:  # pylint: disable=broad-except
       if not watch.over:
         raise

@@ -3,13 +3,13 @@ r"""Where a small model's round goes beyond plain TF: the default path's calls t
   python -m benchmarks.fixed_cost --cache_dir=<folder of emnist_all.sqlite>
   python -m benchmarks.fixed_cost --cache_dir=<folder> --clients_list=4,64 --calls=40
 
-Three measurements on one local TFF worker (issue 69, item 3):
+Three measurements on one local TFF worker (environment --worker_env; issue 69, item 3):
 
-1. The round: FedMeta(MAML) on --model (the demo's MLP) at each of
-   --clients_list clients x --examples examples, on the default path
-   (`common.tff_rounds(..., 'default')`), against plain TF, calls
-   alternating. Each of the resident runner's requests to the worker
-   (`RemoteExecutor.create_value` / `create_struct` / `create_call` /
+1. The round: --algorithm (FedMeta(MAML)) on --model (the demo's MLP) at
+   each of --clients_list clients x --examples examples, on the default path,
+   against plain TF, calls alternating (`common.time_setting`, which checks
+   that both compute the same state). Each of the resident runner's requests
+   to the worker (`RemoteExecutor.create_value` / `create_struct` / `create_call` /
    `create_selection`, `RemoteValue.compute`, the data's
    `fast_values.create_value`) and the grouping in Python are timed inside
    the round: ms per round and requests per round.
@@ -48,7 +48,7 @@ from tff_meta.runtime import contexts, fast_values, grouped_rounds, resident  # 
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.workers import close_channel  # noqa: E402
 
-common.define_setup_flags(model='mlp', clients=4)
+common.define_setup_flags(model='mlp')   # --clients_list, not --clients
 flags.DEFINE_list('clients_list', ['4', '64'], 'Clients per round of part 1.')
 flags.DEFINE_integer('calls', 40, 'Timed calls per measurement.')
 FLAGS = flags.FLAGS
@@ -92,7 +92,8 @@ class Requests:
         self.count[key] += 1
     return f, timed_async if is_async else timed
 
-  def __enter__(self):
+  def __enter__(self):   # entered around each timed call; counts accumulate
+    self._saved = []
     for owner, name, is_async in TIMED:
       original, timed = self._timed(owner, name, is_async)
       self._saved.append((owner, name, original))
@@ -105,7 +106,8 @@ class Requests:
 
 
 def _ms(xs) -> str:
-  return f'{1e3 * statistics.median(xs):.2f} [{1e3 * min(xs):.2f}-{1e3 * max(xs):.2f}]'
+  """`common.fmt` of seconds, in ms."""
+  return common.fmt([1e3 * x for x in xs])
 
 
 def _load() -> str:
@@ -113,29 +115,14 @@ def _load() -> str:
 
 
 def round_part(alg, clients, pool) -> None:
-  """Part 1: the default path's round, its requests, against plain TF."""
+  """Part 1: the default path's round, its requests, against plain TF (`common.time_setting`,
+  which also checks that both compute the same state)."""
   for n in (int(c) for c in FLAGS.clients_list):
     batch = client_data.round_data(alg.train_data, clients[:n], 0, 1)
-    with tff.framework.get_context_stack().install(pool.context):
-      state = initial = alg.process.initialize()
-    step, _, close = common.plain_tf_round(alg.process, initial, batch)
-    _, call, tff_close = common.tff_rounds(alg, batch, 'default', pool, WARMUP + FLAGS.calls)
-    tff_s, ref_s = [], []
-    try:
-      for i in range(WARMUP):
-        state = call(state, i)
-        step()
-      with Requests() as requests:
-        for i in range(FLAGS.calls):
-          t = time.perf_counter()
-          state = call(state, WARMUP + i)
-          tff_s.append(time.perf_counter() - t)
-          t = time.perf_counter()
-          step()
-          ref_s.append(time.perf_counter() - t)
-    finally:
-      tff_close()
-      close()
+    requests = Requests()
+    times, _ = common.time_setting(alg, batch, 'default', pool, FLAGS.calls, WARMUP,
+                                   watch=requests)
+    tff_s, ref_s = times['tff']['wall'], times['ref']['wall']
     extra = statistics.median(tff_s) - statistics.median(ref_s)
     print(f'\n{n} clients: TFF {_ms(tff_s)} ms, plain TF {_ms(ref_s)} ms a round; TFF - plain '
           f'TF = {1e3 * extra:.2f} ms ({_load()})')
@@ -227,12 +214,13 @@ def worker_parts(alg, pool) -> None:
 def main(argv):
   del argv
   logs.quiet()
+  env = common.worker_env(FLAGS.worker_env)
   counts = [int(c) for c in FLAGS.clients_list]
   ds, clients, model = common.load_setup(FLAGS, max(counts))
-  alg = common.build_algorithm('fedmeta_maml', model)
-  print(f'{FLAGS.model} ({model.num_parameters:,} parameters), FedMeta(MAML), {FLAGS.examples} '
-        f'examples per client; {common.machine()}')
-  with WorkerPool.local(1) as pool:
+  alg = common.build_algorithm(FLAGS.algorithm, model)
+  print(f'{FLAGS.model} ({model.num_parameters:,} parameters), {alg.display_name}, '
+        f'{FLAGS.examples} examples per client; {common.machine()}')
+  with WorkerPool.local(1, env=env) as pool:
     round_part(alg, clients, pool)
     worker_parts(alg, pool)
 

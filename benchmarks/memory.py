@@ -23,7 +23,7 @@ startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noi
 from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
 
-from benchmarks import common  # noqa: E402
+from benchmarks import common, processes  # noqa: E402
 from tff_meta.core import logs  # noqa: E402
 from tff_meta.classification.training_loop import RoundSampler  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
@@ -68,8 +68,8 @@ def main(argv):
         state = runner.next(state, r, round_batch(r)).state
         if sampled(r):
           for name, pid in pids.items():
-            samples[name][r] = common.rss_mb(pid)
-    peaks = {name: common.peak_rss_mb(pid) for name, pid in pids.items()}
+            samples[name][r] = processes.rss_mb(pid)
+    peaks = {name: processes.peak_rss_mb(pid) for name, pid in pids.items()}
     runner.close()
   print(f'{total} rounds in {clock.wall:.0f} s; RSS in MB at rounds '
         f'{", ".join(str(r) for r in samples["python"])}')

@@ -36,7 +36,6 @@ from tff_meta.core import startup  # noqa: E402
 
 startup.import_tensorflow()   # first: TF_CPP_MIN_LOG_LEVEL=2, TF's start-up noise dropped
 
-import csv  # noqa: E402
 import glob  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
@@ -44,7 +43,6 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 
 from absl import app, flags  # noqa: E402
 import tensorflow_federated as tff  # noqa: E402
@@ -52,11 +50,10 @@ import tensorflow_federated as tff  # noqa: E402
 from benchmarks import common, processes  # noqa: E402
 from tff_meta.classification import config as config_lib, experiment  # noqa: E402
 from tff_meta.classification.training_loop import RoundSampler  # noqa: E402
-from tff_meta.core import logs  # noqa: E402
+from tff_meta.core import logs, provenance  # noqa: E402
 from tff_meta.core.tables import markdown_table  # noqa: E402
 from tff_meta.data import client_data  # noqa: E402
 from tff_meta.models import build_model_spec  # noqa: E402
-from tff_meta.runtime import workers  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 
 MODEL_NAMES = {'femnist_cnn': 'FEMNIST CNN', 'mlp': 'MLP'}
@@ -127,28 +124,6 @@ def timed_rows(pool, cache_dir: str):
     yield _row(part, label, n, common.timing_cells(times))
 
 
-def train_cell(config: str, cache_dir: str, output_dir: str):
-  """Runs `programs.train` on one cell; (program, worker) peak MiB and its metrics rows."""
-  command = [sys.executable, '-m', 'programs.train', f'--config={config}',
-             f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.rounds}', '--progress=false',
-             f'--cache_dir={cache_dir}', f'--output_dir={output_dir}', *FLAGS.train_flags]
-  log_path = output_dir + '.log'
-  peaks = {'program': 0.0, 'worker': 0.0}
-  with open(log_path, 'wb') as log:
-    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    while proc.poll() is None:
-      for role, pids in (('program', [proc.pid]), ('worker', processes.workers_of(proc.pid))):
-        for pid in pids:
-          kib = workers.status_kib(pid, 'VmHWM')
-          if kib == kib:   # not NaN (the process may have ended)
-            peaks[role] = max(peaks[role], kib / 1024)
-      time.sleep(FLAGS.poll_s)
-  if proc.returncode != 0:
-    sys.exit(f'error: {" ".join(command)} exited with {proc.returncode}; see {log_path}.')
-  with open(os.path.join(output_dir, 'metrics.csv'), newline='') as f:
-    return peaks, list(csv.DictReader(f))
-
-
 def plain_cell_seconds(config: str, cache_dir: str, pool) -> dict:
   """Plain TF's wall seconds of each of the cell's rounds, on the rounds the program ran; the
   cell's label and clients per round."""
@@ -160,7 +135,7 @@ def plain_cell_seconds(config: str, cache_dir: str, pool) -> dict:
   data = experiment.prepare_data(cfg)
   alg = experiment.build_algorithm(cfg, experiment.build_model(cfg, data), data)
   sampler = RoundSampler(alg.train_data, data.train, cfg.clients_per_round, cfg.seed,
-                         cfg.resample_support)
+                         cfg.resample_support, cfg.max_client_examples)
   with tff.framework.get_context_stack().install(pool.context):
     initial = alg.process.initialize()
   step, _, close = common.plain_tf_round(alg.process, initial, sampler.sample(1).batch)
@@ -191,30 +166,24 @@ def cell_rows(cache_dir: str, tmp: str):
   """One row per Table 2 cell: its peak memory and s/round against plain TF's."""
   for i, config in enumerate(FLAGS.cells or sorted(
       os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, CELLS)))):
-    peaks, rows = train_cell(config, cache_dir, os.path.join(tmp, f'cell{i}'))
+    run = processes.run_program(config, FLAGS.rounds, os.path.join(tmp, f'cell{i}'),
+                                [f'--cache_dir={cache_dir}', *FLAGS.train_flags], cwd=REPO,
+                                poll_s=FLAGS.poll_s)
     cell = plain_cell(config, cache_dir)
     plain = cell['seconds']
-    tff_s = [float(r['round_seconds']) for r in rows]
+    tff_s = [float(r['round_seconds']) for r in run.metrics]
     later = slice(1, None) if len(tff_s) > 1 else slice(None)
     tff_med, ref_med = statistics.median(tff_s[later]), statistics.median(plain[later])
     timing = [common.fmt(tff_s[later]), common.fmt(plain[later]), f'{tff_med / ref_med:.2f}',
               '', '', '']
     yield _row('Table 2 cell', cell['setting'], cell['clients'], timing,
-               (f'{peaks["program"]:.0f}', f'{peaks["worker"]:.0f}',
-                f'{peaks["program"] + peaks["worker"]:.0f}'))
+               (f'{run.program_peak_mb:.0f}', f'{run.worker_peak_mb:.0f}',
+                f'{run.program_peak_mb + run.worker_peak_mb:.0f}'))
 
 
 def uptime() -> str:
   with open('/proc/loadavg') as f:
     return 'load average ' + ', '.join(f.read().split()[:3])
-
-
-def commit() -> str:
-  try:
-    return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True,
-                          check=True, cwd=REPO).stdout.strip()
-  except (OSError, subprocess.CalledProcessError):
-    return ''
 
 
 def main(argv):
@@ -229,8 +198,8 @@ def main(argv):
       FLAGS[key].value = value
   os.makedirs(FLAGS.output_dir, exist_ok=True)
   csv_path = os.path.join(FLAGS.output_dir, 'ratios.csv')
-  start = (f'{common.machine()}; code {commit()}; before: {uptime()}; command: python -m '
-           f'benchmarks.ratios {" ".join(sys.argv[1:])}')
+  start = (f'{common.machine()}; code {provenance.code_version()}; before: {uptime()}; '
+           f'command: python -m benchmarks.ratios {" ".join(sys.argv[1:])}')
   print(start, flush=True)
   common.table(HEADER)
   rows = []

@@ -17,7 +17,8 @@ peak, its resident set (VmRSS) after the last round (metrics.csv), the median
 seconds per round of rounds 2.. (round 1 builds the graphs), the CPU seconds the
 worker used over the whole run (less sensitive to other jobs), the load average
 at start and end, the last round's train loss and the last test accuracy (to
-compare two settings' results) and the commit of --code_dir. --worker_env sets
+compare two settings' results) and the commit of --code_dir (`+dirty` with
+uncommitted changes). The run is `processes.run_program`. --worker_env sets
 variables in the program's environment; `WorkerProcess` lets them win over its
 defaults (`runtime/workers.py`), so one code version measures both settings;
 --code_dir=<another checkout> measures that checkout's code. The third line
@@ -28,16 +29,12 @@ allocator settings and its worker memory budget (`runtime/execution_plan.py`).
 import csv
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 
 from absl import app, flags
 
-from benchmarks.processes import children, cpu_seconds, is_worker
-from tff_meta.core import files
-from tff_meta.runtime import workers
+from benchmarks import processes
+from tff_meta.core import files, provenance
 
 flags.DEFINE_list('configs', [], 'Config files to run.')
 flags.DEFINE_string('cache_dir', None, 'Folder of the TFF sqlite files.')
@@ -58,47 +55,23 @@ HEADER = ['config', 'label', 'worker_env', 'train_flags', 'rounds', 'peak_worker
 
 
 def run_config(config: str, output_dir: str, env: dict) -> dict:
-  """Runs one config; returns the worker's peak and the run's per-round numbers."""
-  command = [sys.executable, '-m', 'programs.train', f'--config={config}',
-             f'--rounds={FLAGS.rounds}', f'--eval_every={FLAGS.rounds}', '--progress=false',
-             f'--output_dir={output_dir}'] + FLAGS.train_flags
-  if FLAGS.cache_dir:
-    command.append(f'--cache_dir={FLAGS.cache_dir}')
+  """Runs one config (`processes.run_program`); returns the worker's peak and the run's
+  per-round numbers."""
+  flags_ = [*FLAGS.train_flags, *([f'--cache_dir={FLAGS.cache_dir}'] if FLAGS.cache_dir else [])]
   load_start = os.getloadavg()[0]
-  log_path = os.path.join(output_dir + '.log')
-  with open(log_path, 'wb') as log:
-    proc = subprocess.Popen(command, env={**os.environ, **env}, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=FLAGS.code_dir)
-    peak_kib, cpu = 0.0, 0.0
-    while proc.poll() is None:
-      for pid in children(proc.pid):
-        if is_worker(pid):
-          hwm, used = workers.status_kib(pid, 'VmHWM'), cpu_seconds(pid)
-          if hwm == hwm and used == used:   # not NaN
-            peak_kib, cpu = max(peak_kib, hwm), max(cpu, used)
-      time.sleep(FLAGS.poll_s)
-  if proc.returncode != 0:
-    raise RuntimeError(f'{" ".join(command)} exited with {proc.returncode}; see {log_path}.')
-  with open(os.path.join(output_dir, 'metrics.csv')) as f:
-    rows = list(csv.DictReader(f))
+  run = processes.run_program(config, FLAGS.rounds, output_dir, flags_, cwd=FLAGS.code_dir,
+                              env=env, poll_s=FLAGS.poll_s)
+  rows = run.metrics
   with open(os.path.join(output_dir, 'eval.csv')) as f:
     evaluation = list(csv.DictReader(f))
   seconds = [float(r['round_seconds']) for r in rows[1:]] or [float(rows[0]['round_seconds'])]
-  return {'peak_worker_rss_mb': f'{peak_kib * 1024 / 1e6:.0f}',
+  return {'peak_worker_rss_mb': f'{run.worker_peak_mb * 2**20 / 1e6:.0f}',
           'last_round_worker_rss_mb': f'{float(rows[-1]["worker_rss_mb"]):.0f}',
-          'median_s_per_round': f'{statistics.median(seconds):.3f}', 'worker_cpu_s': f'{cpu:.1f}',
+          'median_s_per_round': f'{statistics.median(seconds):.3f}',
+          'worker_cpu_s': f'{run.worker_cpu_s:.1f}',
           'load_start': f'{load_start:.1f}', 'load_end': f'{os.getloadavg()[0]:.1f}',
           'last_train_loss': rows[-1]['train_loss'],
           'last_test_accuracy': evaluation[-1]['test_accuracy']}
-
-
-def commit() -> str:
-  """The commit of --code_dir ('' outside git)."""
-  try:
-    return subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True,
-                          text=True, check=True, cwd=FLAGS.code_dir).stdout.strip()
-  except (OSError, subprocess.CalledProcessError):
-    return ''
 
 
 def main(argv):
@@ -118,7 +91,7 @@ def main(argv):
       numbers = run_config(config, os.path.join(tmp, str(i)), env)
       row = {'config': config, 'label': FLAGS.label, 'worker_env': ' '.join(FLAGS.worker_env),
              'train_flags': ' '.join(FLAGS.train_flags), 'rounds': str(FLAGS.rounds),
-             **numbers, 'commit': commit()}
+             **numbers, 'commit': provenance.code_version(FLAGS.code_dir)}
       print(' | '.join(row[k] for k in HEADER), flush=True)
       rows.append([row[k] for k in HEADER])
       if csv_path:

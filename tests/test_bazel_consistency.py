@@ -1,6 +1,7 @@
-"""The BUILD files under tff_meta/, programs/ and tests/ are what .ci/gen_bazel.py generates
-from the imports (a unified diff and the fix otherwise), every third-party import is pinned in
-requirements.txt, and WORKSPACE pip_parses requirements.txt for Python 3.11. No TF import."""
+"""The BUILD files under tff_meta/, programs/, research/, benchmarks/ and tests/ are what
+.ci/gen_bazel.py generates from the imports (a unified diff and the fix otherwise), every
+third-party import is pinned in requirements.txt, and WORKSPACE pip_parses requirements.txt
+for Python 3.11. No TF import."""
 import functools
 import importlib.util
 import os

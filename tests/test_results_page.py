@@ -328,11 +328,12 @@ FIGURES = os.path.join(REPO, 'docs', 'figures')
 
 
 def _pages():
-  """Every page a reader opens: the README, docs/*.md, docs/notes/*.md, the README of each
-  docs/runs folder, and the notebook (not the programs' own outputs under docs/runs)."""
+  """Every page a reader opens: the README, docs/*.md, docs/notes/*.md, every .md under
+  docs/runs (its folders' READMEs, the pages written by hand beside them and the programs'
+  tables), and the notebook."""
   import glob   # pylint: disable=g-import-not-at-top
   found = [README, os.path.join(REPO, 'notebooks', 'quickstart.ipynb')]
-  for pattern in ('docs/*.md', 'docs/notes/*.md', 'docs/runs/**/README.md'):
+  for pattern in ('docs/*.md', 'docs/notes/*.md', 'docs/runs/**/*.md'):
     found += glob.glob(os.path.join(REPO, pattern), recursive=True)
   return sorted(found)
 

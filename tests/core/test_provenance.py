@@ -12,14 +12,19 @@ def _git(repo, *args):
                   *args], check=True, capture_output=True)
 
 
-@pytest.fixture
-def checkout(tmp_path, monkeypatch):
-  repo = tmp_path / 'repo'
+def _one_commit(repo, name):
+  """A git checkout at `repo` with one commit of file `name`."""
   repo.mkdir()
   _git(repo, 'init', '-q')
-  (repo / 'a.py').write_text('x = 1\n')
-  _git(repo, 'add', 'a.py')
+  (repo / name).write_text('x = 1\n')
+  _git(repo, 'add', name)
   _git(repo, 'commit', '-q', '-m', 'first')
+  return repo
+
+
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+  repo = _one_commit(tmp_path / 'repo', 'a.py')
   monkeypatch.setattr(provenance, '_REPO', str(repo))
   provenance.code_version.cache_clear()
   yield repo
@@ -36,6 +41,19 @@ def test_code_version_is_the_commit_and_says_dirty(checkout):
   (checkout / 'a.py').write_text('x = 2\n')
   provenance.code_version.cache_clear()
   assert provenance.code_version() == head[:12] + '+dirty'
+
+
+def test_code_version_of_another_checkout(checkout, tmp_path):
+  """`code_version(folder)` names that checkout's commit (a benchmark measuring another
+  worktree's code), not this package's."""
+  other = _one_commit(tmp_path / 'other', 'b.py')
+  head = subprocess.run(['git', '-C', str(other), 'rev-parse', 'HEAD'], check=True,
+                        capture_output=True, text=True).stdout.strip()
+  assert provenance.code_version(str(other)) == head[:12] != provenance.code_version()
+  (other / 'b.py').write_text('y = 2\n')
+  provenance.code_version.cache_clear()
+  assert provenance.code_version(str(other)) == head[:12] + '+dirty'
+  assert '+dirty' not in provenance.code_version()   # `checkout` itself is clean
 
 
 def test_outside_a_checkout_the_version_is_unknown(tmp_path, monkeypatch):

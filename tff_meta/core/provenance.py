@@ -38,20 +38,20 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 UNKNOWN = 'unknown'   # not a git checkout, or git is missing
 
 
-def _git(*args: str) -> subprocess.CompletedProcess:
-  return subprocess.run(['git', '-C', _REPO, *args], capture_output=True, text=True, timeout=10,
-                        check=False)
+def _git(*args: str, checkout: Optional[str] = None) -> subprocess.CompletedProcess:
+  return subprocess.run(['git', '-C', checkout or _REPO, *args], capture_output=True, text=True,
+                        timeout=10, check=False)
 
 
 @functools.lru_cache(maxsize=None)
-def code_version() -> str:
-  """The commit of the checkout that holds this package (12 hex digits), with `+dirty` when
-  tracked files differ from it; `UNKNOWN` outside a git checkout."""
+def code_version(checkout: Optional[str] = None) -> str:
+  """The commit of `checkout` (default: the checkout that holds this package; 12 hex digits),
+  with `+dirty` when tracked files differ from it; `UNKNOWN` outside a git checkout."""
   try:
-    head = _git('rev-parse', '--short=12', 'HEAD')
+    head = _git('rev-parse', '--short=12', 'HEAD', checkout=checkout)
     if head.returncode != 0 or not head.stdout.strip():
       return UNKNOWN
-    dirty = _git('diff', '--quiet', 'HEAD', '--').returncode == 1
+    dirty = _git('diff', '--quiet', 'HEAD', '--', checkout=checkout).returncode == 1
   except (OSError, subprocess.SubprocessError):
     return UNKNOWN
   return head.stdout.strip() + ('+dirty' if dirty else '')
