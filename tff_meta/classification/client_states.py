@@ -21,7 +21,7 @@ store keeps those values between the rounds a client takes part in:
 On real devices this state is what a device keeps on its own storage between
 rounds (e.g. an app's private files): the device loads it when it is selected,
 the client computation returns the new value, and the device saves it; the
-server never sees it. `docs/ARCHITECTURE.md` ("Client state") has more.
+server never sees it. `docs/ARCHITECTURE.md` ("The round") has more.
 """
 
 from __future__ import annotations
