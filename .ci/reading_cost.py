@@ -1,6 +1,6 @@
 """Reading cost: the first-party files (and their lines) a reader opens from an entry point.
 
-  python .ci/reading_cost.py                     # the two counts docs/ARCHITECTURE.md gives
+  python .ci/reading_cost.py                     # the counts docs/ARCHITECTURE.md gives
   python .ci/reading_cost.py MODULE [--within PKG,PKG]
 
 From the entry module it follows every import of the repository's own modules (those inside
