@@ -21,6 +21,9 @@ Three measurements on one local TFF worker (environment --worker_env; issue 69, 
    chained trivial TF computations at SERVER (k = 1, 4, 8: each computation's
    own cost on the worker).
 
+--pool_min_clients sets the plan's `POOL_MIN_CLIENTS` for part 1 (the data pool at fewer
+clients, to measure what it would save); --noworker_parts runs part 1 only.
+
 Medians [min-max] of --calls calls after a few untimed ones; the load average
 is printed with each part (the machine may be shared: report it).
 """
@@ -44,13 +47,17 @@ from tensorflow_federated.python.core.impl.executors import remote_executor  # n
 from benchmarks import common  # noqa: E402
 from tff_meta.core import logs  # noqa: E402
 from tff_meta.data import client_data  # noqa: E402
-from tff_meta.runtime import contexts, fast_values, grouped_rounds, resident  # noqa: E402
+from tff_meta.runtime import (contexts, execution_plan, fast_values, grouped_rounds,  # noqa: E402
+                              resident)
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.workers import close_channel  # noqa: E402
 
 common.define_setup_flags(model='mlp')   # --clients_list, not --clients
 flags.DEFINE_list('clients_list', ['4', '64'], 'Clients per round of part 1.')
 flags.DEFINE_integer('calls', 40, 'Timed calls per measurement.')
+flags.DEFINE_integer('pool_min_clients', -1, 'Clients per call from which the resident data pool '
+                     'is used (execution_plan.POOL_MIN_CLIENTS; -1 = the plan\'s own).')
+flags.DEFINE_bool('worker_parts', True, 'Also run parts 2 and 3 (the broadcast, the floor).')
 FLAGS = flags.FLAGS
 
 WARMUP = 5
@@ -220,9 +227,13 @@ def main(argv):
   alg = common.build_algorithm(FLAGS.algorithm, model)
   print(f'{FLAGS.model} ({model.num_parameters:,} parameters), {alg.display_name}, '
         f'{FLAGS.examples} examples per client; {common.machine()}')
+  if FLAGS.pool_min_clients >= 0:
+    execution_plan.POOL_MIN_CLIENTS = FLAGS.pool_min_clients
+  print(f'resident data pool from {execution_plan.POOL_MIN_CLIENTS} clients per call')
   with WorkerPool.local(1, env=env) as pool:
     round_part(alg, clients, pool)
-    worker_parts(alg, pool)
+    if FLAGS.worker_parts:
+      worker_parts(alg, pool)
 
 
 if __name__ == '__main__':

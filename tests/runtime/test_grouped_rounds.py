@@ -55,16 +55,19 @@ def test_grouped_runners_equal_process_next(tff_context, kind):
   assert isinstance(runner, GroupedRounds) and runner.clients_per_call == 2
   inner = {'resident': ResidentRounds, 'plain': PlainRounds}[kind]
   assert isinstance(runner._inner, inner)  # pylint: disable=protected-access
-  # Below POOL_MIN_CLIENTS a call's few clients travel with it: no data pool.
-  assert not getattr(runner._inner, 'takes_client_groups', False)  # pylint: disable=protected-access
+  # A resident grouped call keeps its clients' data on the worker (POOL_MIN_CLIENTS = 2).
+  pooled = getattr(runner._inner, 'takes_client_groups', False)  # pylint: disable=protected-access
+  assert pooled == (kind == 'resident')
   _run(runner, proc, round_batch, 3, expected)
 
 
-def test_default_groups_few_clients_and_pools_data_from_pool_min_clients(tff_context):
+def test_default_groups_few_clients_and_pools_data_from_pool_min_clients(tff_context,
+                                                                        monkeypatch):
   proc, round_batch = helpers.fedmeta_rounds('metasgd', 8)
   alg = types.SimpleNamespace(display_name='Meta-SGD', stateful=False, process=proc)
   pool = types.SimpleNamespace(addresses=[f'localhost:{tff_context.port}'])
-  for clients, pooled in ((4, False), (POOL_MIN_CLIENTS, True)):
+  for threshold, clients, pooled in ((POOL_MIN_CLIENTS, 4, True), (8, 4, False), (8, 8, True)):
+    monkeypatch.setattr(execution_plan, 'POOL_MIN_CLIENTS', threshold)
     runner = ExecutionPlan(resident_state=True, clients_per_call=0).runner(alg, pool, num_clients=clients,
                            round_batch=round_batch, needs_state=lambda r: True)
     with runner:

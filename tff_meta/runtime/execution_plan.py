@@ -73,9 +73,9 @@ from tff_meta.runtime.rounds import NeedsState, PlainRounds, RoundRunner
 # clients_per_call = 0 groups a worker's clients into one call from this many on.
 AUTO_MIN_CLIENTS = 2
 # A resident grouped runner keeps the clients' data on the worker (`DataPool`)
-# from this many clients per call on; below it a round's few clients are sent
-# with it (docs/DECISIONS.md, "Several clients per TFF call").
-POOL_MIN_CLIENTS = 8
+# from this many clients per call on: every group (docs/DECISIONS.md, "The data
+# pool from 2 clients per call"; `benchmarks/fixed_cost.py --pool_min_clients`).
+POOL_MIN_CLIENTS = 2
 RUNTIME_MB = 490.0   # TF and TFF in the worker, the evaluation's and the round's graphs
 STATE_COPIES = 9.0   # server states a round holds at its peak
 CALL_COPIES = 8.0    # a client call's peak, in multiples of what it receives
