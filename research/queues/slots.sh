@@ -4,12 +4,17 @@
 # OUT, SLOTS, PY, NICE, DATA, EXTRA and defines `cells` (one line per cell, its fields apart) and
 # `cell <fields>`; per lane, run_lanes sets LANE and OWNER (the PID that holds the lane's locks).
 STAGGER=${STAGGER:-5}   # seconds between the lanes' starts, so the first cells go in order
-log() { echo "$(date -u +%FT%TZ) [lane $LANE] $*"; }
+log() { TZ=UTC0 printf '%(%FT%TZ)T [lane %s] %s\n' -1 "$LANE" "$*"; }   # printf's clock: no fork
 
 alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
 take() {   # take <dir>: an atomic lock holding this lane's PID; a dead holder's lock is taken over
   if mkdir "$1" 2>/dev/null; then echo "$OWNER" > "$1/pid"; return 0; fi
-  local holder; holder=$(cat "$1/pid" 2>/dev/null)
+  local holder="" i
+  for i in 1 2 3 4 5 6 7 8 9 10; do   # its pid follows its mkdir: wait up to 1 s for the pid
+    { read -r holder < "$1/pid"; } 2>/dev/null && break
+    [ -d "$1" ] || break   # released meanwhile
+    sleep 0.1
+  done
   if [ -z "$holder" ] || ! alive "$holder"; then
     rm -rf "$1"; mkdir "$1" 2>/dev/null && { echo "$OWNER" > "$1/pid"; return 0; }
   fi
