@@ -54,18 +54,18 @@ def test_select_every_deploys_the_validation_best_checkpoint(tmp_path):
             '--test_rounds=1', '--examples_per_class=6', '--num_clients=3', '--checkpoint_every=1',
             f'--data_path={os.path.join(FIXTURES, "tff")}']
   out = tmp_path / 'selected'
-  proc = _run(*common[:1], '--methods=frl_distance,finetune_fedavg', *common[2:], '--episodes=4',
-              '--select_every=2', '--select_episodes=2', f'--output_dir={out}')
+  proc = _run(*common[:1], '--methods=frl_distance,finetune_fedavg', *common[2:], '--episodes=2',
+              '--select_every=1', '--select_episodes=2', f'--output_dir={out}')
   assert proc.returncode == 0, proc.stderr[-2000:]
   frl, finetune = json.loads((out / 'results.json').read_text())['results']
   curve = frl['info']['validation_curve']
-  assert sorted(curve, key=int) == ['2', '4']
+  assert sorted(curve, key=int) == ['1', '2']
   best = max(curve, key=lambda v: (curve[v], -int(v)))
   assert frl['info']['selected_episode'] == int(best)
   assert frl['info']['selection_validation_accuracy'] == curve[best]
   with open(out / 'frl_distance' / 'selection_2.csv') as f:
     assert f.read().splitlines()[0] == 'version,validation_accuracy'
-  assert sorted(finetune['info']['validation_curve'], key=int) == ['8', '16']   # (R + 1) * 2
+  assert sorted(finetune['info']['validation_curve'], key=int) == ['4', '8']   # (R + 1) * 1
   # The deployed phi is the chosen checkpoint's: a run that stops there tests the same.
   plain = tmp_path / 'plain'
   proc = _run(*common, f'--episodes={best}', f'--output_dir={plain}')
@@ -75,7 +75,7 @@ def test_select_every_deploys_the_validation_best_checkpoint(tmp_path):
   # A rerun reads the scores back and chooses the same (another test length, so the
   # method is prepared and tested again rather than read from results.json). The plain run and
   # the rerun leave out finetune_fedavg, which the checks after the first run do not look at.
-  proc = _run(*common[:2], '--test_episodes=3', *common[3:], '--episodes=4', '--select_every=2',
+  proc = _run(*common[:2], '--test_episodes=3', *common[3:], '--episodes=2', '--select_every=1',
               '--select_episodes=2', f'--output_dir={out}')
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert 'tested already' not in proc.stdout
