@@ -21,8 +21,9 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m programs.compare --config=configs/demo/digits.toml --seeds=3 $(ARGS)
 
+# --durations=30: each run's log names its slowest tests (a file's total bounds --dist loadfile).
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=30 tests $(ARGS)
 
 # The quick tier: tests marked slow (subprocess programs, worker pools, notebooks, multi-round
 # training; pyproject.toml's markers) left out.

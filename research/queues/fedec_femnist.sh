@@ -32,54 +32,34 @@ SLOTS=${SLOTS:-2}
 NICE=${NICE:-19}
 EXTRA=${EXTRA:-}   # more flags for every run, e.g. a smoke test's "--rounds=2 --eval_every=1"
 ROOT="$OUT/fedec_$NAME"
-. research/queues/slots.sh   # log, take, slot: the lanes' locks and the shared slots
+. research/queues/slots.sh   # locks, shared slots, train, lanes
 
 cells() {   # one line per cell, "<seed> <algorithm>": seed 0's column first
   local seed algorithm
   for seed in $SEEDS; do for algorithm in $ALGORITHMS; do echo "$seed $algorithm"; done; done
 }
 
-cell() {   # cell <seed> <algorithm>
+cell() {   # cell <seed> <algorithm>: one training, DONE when it exits 0
   local seed=$1 algorithm=$2
   local folder="$ROOT/seed$seed/$algorithm" status
-  [ -f "$folder/DONE" ] && return 0
   mkdir -p "$ROOT/seed$seed"
-  take "$folder.lock" || return 0   # another lane has it
+  claim "$folder" || return 0   # done, or another lane has it
   local held; held=$(slot)
-  log "start seed$seed/$algorithm"
-  nice -n "$NICE" "$PY" -m programs.train --progress=false --config="$CONFIG" \
-    --algorithm="$algorithm" --seed="$seed" --cache_dir="$DATA" --output_dir="$folder" \
-    $EXTRA >> "$folder.log" 2>&1
-  status=$?
+  train "seed$seed/$algorithm" "$folder" "$CONFIG" "$seed" --algorithm="$algorithm"; status=$?
   [ $status -eq 0 ] && touch "$folder/DONE"
   log "done seed$seed/$algorithm (exit $status; $folder.log)"
   rm -rf "$held" "$folder.lock"
 }
 
-lane() {   # one lane: the cells in order, each one not done nor taken by another lane
-  local seed algorithm
-  OWNER=$BASHPID
-  cells | while read -r seed algorithm; do cell "$seed" "$algorithm"; done
-  log "no cell left"
+show() {   # show <seed> <algorithm>: the rounds a cell has logged, and its state
+  local folder="$ROOT/seed$1/$2" state
+  [ -d "$folder" ] || { echo "seed$1/$2: not started"; return 0; }
+  state=$(state "$folder")
+  [ "$state" = done ] || { [ -d "$folder.lock" ] && state=running || state=stopped; }
+  echo "seed$1/$2: round $(rounds "$folder"), $state"
 }
-
-status() {   # the rounds each cell has logged, and its state
-  local seed algorithm folder rounds state
-  cells | while read -r seed algorithm; do
-    folder="$ROOT/seed$seed/$algorithm"
-    [ -d "$folder" ] || { echo "seed$seed/$algorithm: not started"; continue; }
-    rounds=$(tail -n 1 "$folder/metrics.csv" 2>/dev/null | cut -d, -f1)
-    state=running; [ -f "$folder/DONE" ] && state=done
-    [ -d "$folder.lock" ] || [ "$state" = done ] || state=stopped
-    echo "seed$seed/$algorithm: round ${rounds:-0}, $state"
-  done
-}
-if [ "${1:-}" = status ]; then status; exit 0; fi
+if [ "${1:-}" = status ]; then each_cell show; exit 0; fi
 DATA=${DATA:?set DATA to the folder holding emnist_all.sqlite}
 mkdir -p "$OUT/.slots" "$ROOT"
 
-for LANE in $(seq 1 "$SLOTS"); do
-  lane &
-  sleep 5   # lanes start apart, so the first cells go in order
-done
-wait
+run_lanes

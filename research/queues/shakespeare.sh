@@ -34,56 +34,36 @@ SEEDS=${SEEDS:-0}
 SLOTS=${SLOTS:-2}
 NICE=${NICE:-19}
 EXTRA=${EXTRA:-}   # more flags for every training, e.g. a smoke test's "--rounds=2 --eval_every=1"
-. research/queues/slots.sh   # log, take, slot, train: lanes' locks, shared slots, a training
+. research/queues/slots.sh   # locks, shared slots, train, score, lanes
 
 cells() {   # one line per cell, "<seed> <method>", in the queue's order
   local seed method
   for seed in $SEEDS; do for method in $METHODS; do echo "$seed $method"; done; done
 }
+cell_name() { echo "table2_shakespeare_p20_$2_capped_seed$1"; }   # cell_name <seed> <method>
 
-cell() {   # cell <seed> <method>
+cell() {   # cell <seed> <method>: trained, then scored at the config's 20% support
   local seed=$1 method=$2
-  local name="table2_shakespeare_p20_${method}_capped_seed${seed}"
+  local name; name=$(cell_name "$@")
   local folder="$OUT/$name" status=0 scores="$OUT/scores/p20/$name" finetune=1
-  [ -f "$folder/DONE" ] && return 0
-  take "$folder.lock" || return 0   # another lane has it
+  claim "$folder" || return 0   # done, or another lane has it
   local held; held=$(slot)
   train "$name" "$folder" "configs/fedmeta/table2_shakespeare_p20_${method}_capped.toml" "$seed"; status=$?
-  if [ $status -eq 0 ] && [ ! -f "$scores.json" ]; then
+  if [ $status -eq 0 ]; then
     [ "$method" = fedavg ] && finetune=0,1   # FedAvg and FedAvg(Meta) from one training
-    mkdir -p "$(dirname "$scores")"
-    nice -n "$NICE" "$PY" -m programs.evaluate --run_dir="$folder" --cache_dir="$DATA" \
-      --markdown=false --output="$scores" --finetune_epochs="$finetune" > "$scores.log" 2>&1
-    status=$?
+    score "$folder" "$scores" --finetune_epochs="$finetune"; status=$?
   fi
   [ $status -eq 0 ] && touch "$folder/DONE"
   [ $status -eq 0 ] && log "scored $name ($scores.json)"
   rm -rf "$held" "$folder.lock"
 }
 
-lane() {   # one lane: the cells in order, each one not done nor taken by another lane
-  local seed method
-  OWNER=$BASHPID   # the PID that holds this lane's locks while it lives
-  cells | while read -r seed method; do cell "$seed" "$method"; done
-  log "no cell left"
+show() {   # show <seed> <method>: the rounds a cell has logged, and its state
+  local name; name=$(cell_name "$@")
+  echo "$name: round $(rounds "$OUT/$name"), $(state "$OUT/$name")"
 }
-
-status() {   # the rounds each cell has logged, and its state
-  local seed method name folder rounds state
-  cells | while read -r seed method; do
-    name="table2_shakespeare_p20_${method}_capped_seed${seed}"; folder="$OUT/$name"
-    rounds=$(tail -n 1 "$folder/metrics.csv" 2>/dev/null | cut -d, -f1)
-    state="not started"; [ -d "$folder" ] && state=training
-    [ -f "$folder/TRAINED" ] && state=scoring; [ -f "$folder/DONE" ] && state=done
-    echo "$name: round ${rounds:-0}, $state"
-  done
-}
-if [ "${1:-}" = status ]; then status; exit 0; fi
+if [ "${1:-}" = status ]; then each_cell show; exit 0; fi
 [ -n "$DATA" ] || { echo "error: set DATA to the folder holding shakespeare.sqlite" >&2; exit 2; }
 mkdir -p "$OUT/.slots"
 
-for LANE in $(seq 1 "$SLOTS"); do
-  lane &
-  sleep 5   # lanes start apart, so the first cells go in order
-done
-wait
+run_lanes

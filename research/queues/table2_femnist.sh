@@ -45,7 +45,7 @@ SLOTS=${SLOTS:-2}
 NICE=${NICE:-19}
 EXTRA=${EXTRA:-}   # more flags for every training, e.g. a smoke test's "--rounds=2 --eval_every=1"
 mkdir -p "$OUT/.slots"
-. research/queues/slots.sh   # log, take, slot, train: lanes' locks, shared slots, a training
+. research/queues/slots.sh   # locks, shared slots, train, score, lanes
 
 # cells: one line per cell, "<support> <seed> <method>", in the queue's order.
 cells() {
@@ -57,31 +57,26 @@ cells() {
   for seed in $SEEDS; do echo "20 $seed fomaml"; done
   for support in 20 50 90; do for seed in $SEEDS; do echo "$support $seed metasgd"; done; done
 }
+cell_name() { echo "table2_femnist_p$1_$3_seed$2"; }   # cell_name <support> <seed> <method>
+fraction() { awk "BEGIN { print $1 / 100 }"; }         # fraction <percent>
 
-score() {   # score <run> <support> <output> [flags]: one programs.evaluate call, once
-  local run=$1 support=$2 out=$3; shift 3
-  [ -f "$out.json" ] && return 0
-  mkdir -p "$(dirname "$out")"
-  nice -n "$NICE" "$PY" -m programs.evaluate --run_dir="$run" --cache_dir="$DATA" \
-    --markdown=false --output="$out" \
-    --support_fraction="$(awk "BEGIN { print $support / 100 }")" "$@" > "$out.log" 2>&1
-}
-
-cell() {   # cell <support> <seed> <method>
+cell() {   # cell <support> <seed> <method>: a cell of METHODS, trained and scored
   local support=$1 seed=$2 method=$3
-  local name="table2_femnist_p${support}_${method}_seed${seed}"
+  case " $METHODS " in *" $method "*) ;; *) return 0 ;; esac
+  local name; name=$(cell_name "$@")
   local folder="$OUT/$name" status=0 s
-  [ -f "$folder/DONE" ] && return 0
-  take "$folder.lock" || return 0   # another lane has it
+  claim "$folder" || return 0   # done, or another lane has it
   local held; held=$(slot)
   train "$name" "$folder" "configs/fedmeta/table2_femnist_p${support}_${method}.toml" "$seed"; status=$?
   if [ $status -eq 0 ]; then
     if [ "$method" = fedavg ]; then   # FedAvg (no fine-tuning) and FedAvg(Meta), every column
       for s in 20 50 90; do
-        score "$folder" "$s" "$OUT/scores/p$s/$name" --finetune_epochs=0,1 || status=$?
+        score "$folder" "$OUT/scores/p$s/$name" --support_fraction="$(fraction $s)" \
+          --finetune_epochs=0,1 || status=$?
       done
     else
-      score "$folder" "$support" "$OUT/scores/p$support/$name" || status=$?
+      score "$folder" "$OUT/scores/p$support/$name" --support_fraction="$(fraction "$support")" \
+        || status=$?
     fi
     [ $status -eq 0 ] && touch "$folder/DONE"
     log "scored $name (exit $status)"
@@ -89,29 +84,10 @@ cell() {   # cell <support> <seed> <method>
   rm -rf "$held" "$folder.lock"
 }
 
-lane() {   # one lane: the cells in order, each one not done nor taken by another lane
-  local support seed method
-  OWNER=$BASHPID   # the PID that holds this lane's locks while it lives
-  cells | while read -r support seed method; do
-    case " $METHODS " in *" $method "*) cell "$support" "$seed" "$method" ;; esac
-  done
-  log "no cell left"
+show() {   # show <support> <seed> <method>: the rounds a begun cell has logged, and its state
+  local name; name=$(cell_name "$@")
+  [ -d "$OUT/$name" ] && echo "$name: round $(rounds "$OUT/$name"), $(state "$OUT/$name")"
 }
+if [ "${1:-}" = status ]; then each_cell show; exit 0; fi
 
-status() {   # the rounds each cell has logged, and its state
-  local support seed method name folder rounds state
-  cells | while read -r support seed method; do
-    name="table2_femnist_p${support}_${method}_seed${seed}"; folder="$OUT/$name"
-    [ -d "$folder" ] || continue
-    rounds=$(tail -n 1 "$folder/metrics.csv" 2>/dev/null | cut -d, -f1)
-    state=training; [ -f "$folder/TRAINED" ] && state=scoring; [ -f "$folder/DONE" ] && state=done
-    echo "$name: round ${rounds:-0}, $state"
-  done
-}
-if [ "${1:-}" = status ]; then status; exit 0; fi
-
-for LANE in $(seq 1 "$SLOTS"); do
-  lane &
-  sleep 5   # lanes start apart, so the first cells go in order
-done
-wait
+run_lanes

@@ -1,11 +1,18 @@
-"""Tiny few-round models, clients and a graph runner shared by the fewround tests."""
+"""Tiny few-round models, clients and a graph runner shared by the fewround tests, and the
+programs.train runs of the program tests (test_program*.py)."""
 
 import collections
+import os
+import subprocess
+import sys
 
 import numpy as np
 import tensorflow as tf
 
+from tests.conftest import REPO
 from tff_meta.fewround.model import build_few_round_model
+
+PROGRAM_CONFIG = 'configs/fewround/femnist62_5way_iid.toml'
 
 SHAPE = (8, 8)
 WAYS = 3
@@ -56,3 +63,10 @@ def global_prototypes_at(model, theta, data):
   present = weights > 0
   protos = np.where(present[:, None], sums / np.maximum(weights, 1)[:, None], 0.0)
   return protos.astype(np.float32), present.astype(np.float32)
+
+
+def run_program(*args):
+  """`python -m programs.train --progress=false <args>` from the repository, TF's logging quiet."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
+  return subprocess.run([sys.executable, '-m', 'programs.train', '--progress=false', *args],
+                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)

@@ -13,6 +13,9 @@ import subprocess
 
 import pytest
 
+from tests.research.queue_fakes import parse_flags
+from tests.research.queue_fakes import recorded_calls
+from tests.research.queue_fakes import run_queue
 from tff_meta.core import config_file
 from tff_meta.fewround.config import FewRoundConfig
 from tff_meta.classification import config as program_config
@@ -31,10 +34,6 @@ def _dry_run(script, tmp_path, **env):
   return commands
 
 
-def _flags(args):
-  return dict(re.match(r'--([^=]+)=?(.*)', a).groups() for a in args if a.startswith('--'))
-
-
 def _known(cls):
   return {f.name for f in config_file.scalar_fields(cls)}
 
@@ -46,7 +45,7 @@ def test_table2_queue_names_existing_cells(tmp_path):
   train = [c for c in commands if c[1] == 'programs.train']
   assert len(reproduce) == 15 and len(train) == 9
   for command in reproduce:
-    flags = _flags(command[2:])
+    flags = parse_flags(command[2:])
     assert set(flags) <= {'progress', 'datasets', 'cache_dir', 'output_root', 'supports',
                           'seeds', 'methods'}, flags
     cell = f"table2_{flags['datasets']}_p{flags['supports']}_{flags['methods']}.toml"
@@ -54,7 +53,7 @@ def test_table2_queue_names_existing_cells(tmp_path):
     # FedAvg's and FedAvg(Meta)'s other columns are scored from the 20% runs (other_supports.sh)
     assert flags['supports'] == '20' or not flags['methods'].startswith('fedavg'), flags
   known = {*program_config.TOP_LEVEL, *program_config.HPARAMS, 'cache_dir', 'progress'}
-  runs = [_flags(c[2:]) for c in train]
+  runs = [parse_flags(c[2:]) for c in train]
   for flags in runs:
     assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
     assert set(flags) - {'config'} <= known, set(flags) - known
@@ -74,8 +73,8 @@ def test_table2_queue_names_existing_cells(tmp_path):
 
 def _queue_cell_name(command):
   if command[1] == 'programs.train':
-    return os.path.basename(_flags(command[2:])['output_dir'])
-  flags = _flags(command[2:])
+    return os.path.basename(parse_flags(command[2:])['output_dir'])
+  flags = parse_flags(command[2:])
   name = f"table2_{flags['datasets']}_p{flags['supports']}_{flags['methods']}"
   return name if flags['seeds'] == '0' else f"{name}_seed{flags['seeds']}"
 
@@ -101,22 +100,22 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
   known = _known(FewRoundConfig) | {'config', 'data_path', 'progress'}
   for command in commands:
     assert command[1] == 'programs.train'
-    flags = _flags(command[2:])
+    flags = parse_flags(command[2:])
     assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
     assert set(flags) <= known, set(flags) - known
-  folders = [_flags(c[2:])['output_dir'] for c in commands]
+  folders = [parse_flags(c[2:])['output_dir'] for c in commands]
   assert len(folders) == len(set(folders))                   # no two cells share a folder
   # non-IID, per seed: baselines, one-shot, FRL with P_R, FRL, personalization; FRL with P_{R-1}
   noniid = [os.path.relpath(f, tmp_path / 'out' / 'noniid') for f in folders if '/noniid/' in f]
   assert noniid == [f'{cell}/seed{s}' for s in '01' for cell in (
       'baselines', 'oneshot', 'frl_tau_pr', 'frl', 'personalized')] + ['frl_tau/seed0',
                                                                        'frl_tau/seed1']
-  tau = [_flags(c[2:]) for c in commands if '/frl_tau/' in _flags(c[2:])['output_dir']]
+  tau = [parse_flags(c[2:]) for c in commands if '/frl_tau/' in parse_flags(c[2:])['output_dir']]
   assert [(f['methods'], f['temperature']) for f in tau] == [('frl_distance', 'learned')] * 4
-  pr = [_flags(c[2:]) for c in commands if '/frl_tau_pr/' in _flags(c[2:])['output_dir']]
+  pr = [parse_flags(c[2:]) for c in commands if '/frl_tau_pr/' in parse_flags(c[2:])['output_dir']]
   assert [(f['seed'], f['temperature'], f['train_prototypes']) for f in pr] == [
       ('0', 'learned', 'recomputed'), ('1', 'learned', 'recomputed')] * 2
-  by_cell = {os.path.relpath(_flags(c[2:])['output_dir'], tmp_path / 'out'): _flags(c[2:])
+  by_cell = {os.path.relpath(parse_flags(c[2:])['output_dir'], tmp_path / 'out'): parse_flags(c[2:])
              for c in commands}
   for setting in ('', 'noniid/'):   # the same methods in both settings
     assert by_cell[f'{setting}oneshot/seed1']['methods'] == 'finetune_oneshot'
@@ -128,7 +127,7 @@ def test_long_run_cells_name_existing_configs_and_known_flags(tmp_path):
 @pytest.mark.slow
 def test_long_run_skips_the_cells_committed_at_its_length(tmp_path):
   def folders(**env):
-    return [_flags(c[2:])['output_dir'] for c in _dry_run(
+    return [parse_flags(c[2:])['output_dir'] for c in _dry_run(
         'research/queues/long_run.sh', tmp_path, OUT=str(tmp_path), **env)]
   every = folders(SKIP_COMMITTED='0')
   committed = [f for f in every if os.path.exists(os.path.join(
@@ -151,7 +150,7 @@ def test_long_run_skips_the_cells_committed_under_any_committed_root(tmp_path):
   out = tmp_path / 'out'
 
   def folders(**env):
-    return [os.path.relpath(_flags(c[2:])['output_dir'], out) for c in _dry_run(
+    return [os.path.relpath(parse_flags(c[2:])['output_dir'], out) for c in _dry_run(
         'research/queues/long_run.sh', tmp_path, OUT=str(out), SEEDS='0 1', **env)]
   every = folders(SKIP_COMMITTED='0')
   assert {'frl/seed0', 'baselines/seed1', 'frl_tau/seed1', 'personalized/seed0'} <= set(every)
@@ -194,7 +193,7 @@ def test_long_run_queues_sharing_an_out_folder_skip_each_others_running_cells(tm
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, 'PY': 'echo', 'NICE': '0', 'OUT': str(out),
                                'SEEDS': '2 0', 'SKIP_COMMITTED': '0'}, check=True)
-    ran = [os.path.relpath(_flags(shlex.split(line))['output_dir'], out)
+    ran = [os.path.relpath(parse_flags(shlex.split(line))['output_dir'], out)
            for line in proc.stdout.splitlines() if line.startswith('-m ')]
     assert 'noniid/baselines/seed0' not in ran        # a live queue runs it
     assert 'noniid/oneshot/seed0' not in ran          # ... and then copies its pre-training
@@ -231,7 +230,7 @@ CELLS = {'table2_femnist_p20_fedavg_meta': 'fedavg_meta',              # seed 0:
 def _evaluations(commands):
   """output name -> the flags of its programs.evaluate command."""
   assert all(c[1] == 'programs.evaluate' for c in commands)
-  return {os.path.basename(_flags(c[2:])['output']): _flags(c[2:]) for c in commands}
+  return {os.path.basename(parse_flags(c[2:])['output']): parse_flags(c[2:]) for c in commands}
 
 
 def test_other_supports_rescores_fedavg_family_from_20_percent(tmp_path):
@@ -292,7 +291,7 @@ def test_report003_selection_sweeps_known_keys_of_existing_algorithms(tmp_path):
   swept, outputs = [], set()
   for command in commands:
     assert command[1] == 'programs.sweep'
-    flags = _flags(command[2:])
+    flags = parse_flags(command[2:])
     assert os.path.exists(os.path.join(ROOT, flags['config'])), flags['config']
     assert flags['seeds'] == '0,1,2'   # the selection averages 3 seeds' validation clients
     ALGORITHMS.get(flags['algorithm'])
@@ -309,7 +308,10 @@ def test_report003_selection_sweeps_known_keys_of_existing_algorithms(tmp_path):
                                     'research/queues/other_supports.sh',
                                     'research/queues/other_writers.sh',
                                     'research/queues/long_run.sh',
-                                    'research/queues/select_femnist_digits.sh'])
+                                    'research/queues/select_femnist_digits.sh',
+                                    'research/queues/table2_femnist.sh',
+                                    'research/queues/fedec_femnist.sh',
+                                    'research/queues/shakespeare.sh'])
 def test_scripts_are_executable(script):
   assert os.access(os.path.join(ROOT, script), os.X_OK)
 
@@ -324,7 +326,7 @@ def test_variants_of_a_cell_are_scored_into_folders_of_their_own(tmp_path):
   def outputs(script):
     commands = _dry_run(script, tmp_path, RUNS=str(tmp_path / 'runs'), OUT=str(tmp_path / 'out'),
                         SUPPORTS='20 90')
-    return {os.path.relpath(_flags(c[2:])['output'], tmp_path) for c in commands}
+    return {os.path.relpath(parse_flags(c[2:])['output'], tmp_path) for c in commands}
   assert outputs('research/queues/other_supports.sh') == {
       'out/p20/table2_femnist_p20_maml', 'out/p20_uniform/table2_femnist_p20_maml_uniform',
       'out/p90/table2_femnist_p90_metasgd',
@@ -387,7 +389,7 @@ def test_long_run_pauses_unfinished_cells_and_resumes_them_on_another_machine(tm
   assert (new / 'noniid/frl/seed1/frl_distance_gpal/checkpoints/program_state_100/'
           'saved_model.pb').read_text() == '100'
   assert 'stale' not in (new / 'noniid/frl_tau_pr/seed1/config.toml').read_text()
-  ran = [_flags(shlex.split(line))['output_dir'] for line in proc.stdout.splitlines()
+  ran = [parse_flags(shlex.split(line))['output_dir'] for line in proc.stdout.splitlines()
          if line.startswith('-m ')]
   assert f'{new}/noniid/frl/seed1' in ran   # and the queue runs it, resuming from there
   proc = subprocess.run(['bash', script], capture_output=True, text=True, timeout=60,
@@ -396,15 +398,11 @@ def test_long_run_pauses_unfinished_cells_and_resumes_them_on_another_machine(tm
   assert 'resume ' not in proc.stdout   # a copy at another length is another experiment
 
 
-@pytest.mark.slow   # its lanes start 5 s apart
 def test_fedec_queue_runs_every_method_of_the_config_at_three_seeds(tmp_path):
   """research/queues/fedec_femnist.sh: one programs.train per (seed, algorithm) of the FedEC
   config, into <OUT>/fedec_<config>/seed<s>/<algorithm>, the layout docs/RESULTS.md §4 reads."""
   out = tmp_path / 'out'
-  done = subprocess.run(['bash', os.path.join(ROOT, 'research/queues/fedec_femnist.sh')],
-                        capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
-                        env={**os.environ, 'PY': 'echo', 'NICE': '0', 'OUT': str(out),
-                             'DATA': str(tmp_path / 'data')})
+  done = run_queue('research/queues/fedec_femnist.sh', tmp_path, DATA=str(tmp_path / 'data'))
   assert done.returncode == 0, done.stderr
   root = out / 'fedec_femnist_150_3'
   commands = [shlex.split(log.read_text()) for log in sorted(root.glob('seed*/*.log'))]
@@ -415,7 +413,7 @@ def test_fedec_queue_runs_every_method_of_the_config_at_three_seeds(tmp_path):
   cells = set()
   for command in commands:
     assert command[:2] == ['-m', 'programs.train'], command
-    flags = _flags(command[2:])
+    flags = parse_flags(command[2:])
     assert set(flags) <= known, set(flags) - known
     assert flags['config'] == 'configs/fedec/femnist_150_3.toml'
     assert flags['output_dir'] == str(root / f"seed{flags['seed']}" / flags['algorithm'])
@@ -427,43 +425,31 @@ def test_fedec_queue_runs_every_method_of_the_config_at_three_seeds(tmp_path):
   assert status.returncode == 0 and 'seed0/fedec: ' in status.stdout, status
 
 
-@pytest.mark.slow
 def test_table2_queue_trains_each_cell_once_and_scores_fedavg_both_ways_in_every_column(tmp_path):
   """research/queues/table2_femnist.sh with a stand-in Python that records its commands: one
   programs.train per (support, seed, method) of METHODS, FedAvg at 20% only, scored with
   --finetune_epochs=0,1 at 20, 50 and 90% and every other cell at its own fraction; a second
   start finds every cell DONE and runs nothing."""
-  fake = tmp_path / 'py'
-  fake.write_text('#!/usr/bin/env bash\n'
-                  'echo "$@" >> "$CALLS"\n'
-                  'for a in "$@"; do case $a in --output_dir=*) mkdir -p "${a#*=}" ;;\n'
-                  '  --output=*) touch "${a#*=}.json" ;; esac; done\n')
-  fake.chmod(0o755)
   out, calls = tmp_path / 'out', tmp_path / 'calls'
-  env = {**os.environ, 'PY': str(fake), 'NICE': '0', 'OUT': str(out), 'DATA': str(tmp_path),
-         'METHODS': 'fedavg maml', 'SEEDS': '0 1', 'CALLS': str(calls)}
-  script = os.path.join(ROOT, 'research/queues/table2_femnist.sh')
-  done = subprocess.run(['bash', script], capture_output=True, text=True, timeout=120,
-                        cwd=tmp_path, env=env, check=False)
+  script = 'research/queues/table2_femnist.sh'
+  done = run_queue(script, tmp_path, METHODS='fedavg maml', SEEDS='0 1')
   assert done.returncode == 0, done.stderr
-  lines = [shlex.split(line) for line in calls.read_text().splitlines()]
-  trains = [_flags(c[2:]) for c in lines if c[:2] == ['-m', 'programs.train']]
+  lines = recorded_calls(tmp_path)
+  trains = [parse_flags(c[2:]) for c in lines if c[:2] == ['-m', 'programs.train']]
   cells = {(f['config'].split('table2_femnist_')[1], f['seed']) for f in trains}
   assert len(trains) == len(cells) == 2 + 2 * 3   # FedAvg once a seed; MAML at 20, 50, 90
   assert cells == {('p20_fedavg.toml', s) for s in '01'} | {
       (f'p{p}_maml.toml', s) for p in (20, 50, 90) for s in '01'}
   for f in trains:
     assert f['output_dir'] == str(out / f"table2_femnist_{f['config'].split('table2_femnist_')[1][:-5]}_seed{f['seed']}")
-  scores = [_flags(c[2:]) for c in lines if c[:2] == ['-m', 'programs.evaluate']]
+  scores = [parse_flags(c[2:]) for c in lines if c[:2] == ['-m', 'programs.evaluate']]
   fedavg = [(f['support_fraction'], f['finetune_epochs']) for f in scores if 'fedavg' in f['run_dir']]
   assert sorted(fedavg) == sorted([(p, '0,1') for p in ('0.2', '0.5', '0.9')] * 2)
   maml = {(f['run_dir'].split('_p')[1][:2], f['support_fraction']) for f in scores if 'maml' in f['run_dir']}
   assert maml == {('20', '0.2'), ('50', '0.5'), ('90', '0.9')}
   assert all((out / f"table2_femnist_{c.split('.')[0]}_seed{s}" / 'DONE').exists() for c, s in cells)
   before = calls.read_text()
-  again = subprocess.run(['bash', script], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path, env=env, check=False)
+  again = run_queue(script, tmp_path, METHODS='fedavg maml', SEEDS='0 1')
   assert again.returncode == 0 and calls.read_text() == before
-  status = subprocess.run(['bash', script, 'status'], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path, env=env, check=False)
+  status = run_queue(script, tmp_path, 'status', METHODS='fedavg maml', SEEDS='0 1')
   assert 'table2_femnist_p90_maml_seed1: round 0, done' in status.stdout, status.stdout

@@ -1,49 +1,26 @@
 """research/queues/shakespeare.sh, run with a stand-in Python that records its commands."""
 
 import os
-import re
-import shlex
-import subprocess
 
-import pytest
-
+from tests.conftest import REPO as ROOT
+from tests.research.queue_fakes import parse_flags
+from tests.research.queue_fakes import recorded_calls
+from tests.research.queue_fakes import run_queue
 from tff_meta.classification import config as program_config
 from tff_meta.core import config_file
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, 'research/queues/shakespeare.sh')
-_FAKE_PY = ('#!/usr/bin/env bash\n'
-            'echo "$@" >> "$CALLS"\n'
-            'for a in "$@"; do case $a in --output_dir=*) mkdir -p "${a#*=}" ;;\n'
-            '  --output=*) touch "${a#*=}.json" ;; esac; done\n'
-            'exit ${FAIL:-0}\n')
-
-
-def _flags(args):
-  return dict(re.match(r'--([^=]+)=?(.*)', a).groups() for a in args if a.startswith('--'))
+SCRIPT = 'research/queues/shakespeare.sh'
 
 
 def _run(tmp_path, *args, **env):
-  fake = tmp_path / 'py'
-  fake.write_text(_FAKE_PY)
-  fake.chmod(0o755)
-  env = {**os.environ, 'PY': str(fake), 'NICE': '0', 'OUT': str(tmp_path / 'out'),
-         'DATA': str(tmp_path), 'CALLS': str(tmp_path / 'calls'), **env}
-  return subprocess.run(['bash', SCRIPT, *args], capture_output=True, text=True, timeout=120,
-                        cwd=tmp_path, env=env, check=False)
+  return run_queue(SCRIPT, tmp_path, *args, **env)
 
 
-def _calls(tmp_path):
-  path = tmp_path / 'calls'
-  return [shlex.split(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-@pytest.mark.slow   # its lanes start 5 s apart
 def test_each_cell_is_trained_once_and_fedavg_is_scored_both_ways(tmp_path):
   done = _run(tmp_path)
   assert done.returncode == 0, done.stderr
-  calls = _calls(tmp_path)
-  trains = [_flags(c[2:]) for c in calls if c[:2] == ['-m', 'programs.train']]
+  calls = recorded_calls(tmp_path)
+  trains = [parse_flags(c[2:]) for c in calls if c[:2] == ['-m', 'programs.train']]
   assert sorted(os.path.basename(f['config']) for f in trains) == [
       f'table2_shakespeare_p20_{m}_capped.toml' for m in ('fedavg', 'maml', 'metasgd')]
   known = {*program_config.TOP_LEVEL, *program_config.HPARAMS, 'cache_dir', 'progress', 'config'}
@@ -55,7 +32,7 @@ def test_each_cell_is_trained_once_and_fedavg_is_scored_both_ways(tmp_path):
     assert f['output_dir'] == str(tmp_path / 'out' / f'table2_shakespeare_p20_{method}_capped_seed0')
     assert (tmp_path / 'out' / f'table2_shakespeare_p20_{method}_capped_seed0' / 'DONE').exists()
   scores = {os.path.basename(f['run_dir']): f['finetune_epochs']
-            for f in (_flags(c[2:]) for c in calls if c[:2] == ['-m', 'programs.evaluate'])}
+            for f in (parse_flags(c[2:]) for c in calls if c[:2] == ['-m', 'programs.evaluate'])}
   assert scores == {'table2_shakespeare_p20_fedavg_capped_seed0': '0,1',
                     'table2_shakespeare_p20_maml_capped_seed0': '1',
                     'table2_shakespeare_p20_metasgd_capped_seed0': '1'}
@@ -72,7 +49,7 @@ def test_a_failed_training_is_logged_and_resumed_on_the_next_start(tmp_path):
   assert not (folder / 'TRAINED').exists() and not (folder / 'DONE').exists()
   assert 'round 0, training' in _run(tmp_path, 'status', METHODS='maml').stdout
   assert _run(tmp_path, METHODS='maml', SLOTS='1').returncode == 0
-  trains = [c for c in _calls(tmp_path) if c[:2] == ['-m', 'programs.train']]
+  trains = [c for c in recorded_calls(tmp_path) if c[:2] == ['-m', 'programs.train']]
   assert len(trains) == 2 and (folder / 'DONE').exists()   # started again, then scored
 
 
@@ -90,7 +67,3 @@ def test_the_capped_configs_differ_from_the_paper_cells_only_in_the_cap_and_roun
 def test_without_data_the_queue_stops_with_one_error_line(tmp_path):
   out = _run(tmp_path, DATA='')
   assert out.returncode == 2 and out.stderr.startswith('error: set DATA'), out.stderr
-
-
-def test_the_script_is_executable():
-  assert os.access(SCRIPT, os.X_OK)
