@@ -42,6 +42,7 @@ at every call, several times the gather itself for 19 MB of EMNIST rows
 from __future__ import annotations
 
 import collections
+import hashlib
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -159,15 +160,17 @@ class DataPool:
     return rows if key in self._ragged else rows[np.newaxis]
 
   def _key(self, key: str, value) -> tuple:
-    """`value`'s key: its data key, shape, dtype and a strided sample of its values
-    (made once per array in a `plan`, and kept for the pooled arrays, which the
-    pool holds, so their ids stay theirs)."""
+    """`value`'s key: its data key, shape, dtype and a digest of a strided sample of its values
+    (16 bytes, so the `MAX_SEEN` keys remembered stay small; equal keys are confirmed value
+    by value, as colliding samples are), made once per array in a `plan` and kept for the
+    pooled arrays, which the pool holds, so their ids stay theirs."""
     known = self._pooled_keys.get(id(value)) or self._round_keys.get(id(value))
     if known is not None and known[0] is value:
       return known[1]
     flat = np.asarray(value).reshape(-1)
     sample = flat[::max(1, len(flat) // KEY_SAMPLES)]
-    made = (key, np.shape(value), np.asarray(value).dtype.str, sample.tobytes())
+    made = (key, np.shape(value), np.asarray(value).dtype.str,
+            hashlib.blake2b(sample.tobytes(), digest_size=16).digest())
     self._round_keys[id(value)] = (value, made)
     return made
 
