@@ -138,6 +138,7 @@ def test_long_run_skips_the_cells_committed_at_its_length(tmp_path):
   assert folders(EXTRA='--num_clients=2') == every   # a smoke test runs every cell
 
 
+@pytest.mark.slow   # over the 2 s of a fast test (seconds of shell work)
 def test_long_run_skips_the_cells_committed_under_any_committed_root(tmp_path):
   roots = tmp_path / 'repo_a', tmp_path / 'repo_b'
   for root, cell, episodes in ((roots[0], 'frl/seed0', 1000), (roots[1], 'baselines/seed1', 1000),
@@ -337,6 +338,7 @@ def test_variants_of_a_cell_are_scored_into_folders_of_their_own(tmp_path):
       'out_p90_resampled/table2_femnist_p90_metasgd_resampled'}
 
 
+@pytest.mark.slow   # over the 2 s of a fast test (seconds of shell work)
 def test_long_run_pauses_unfinished_cells_and_resumes_them_on_another_machine(tmp_path):
   out, dest = tmp_path / 'out', tmp_path / 'paused'
   files = {'noniid/frl/seed1/config.toml': 'episodes = 1000\n',
