@@ -98,7 +98,8 @@ def _strip(value, paths: Dict[str, str]):
 
 
 def kept(path: str, paths: Optional[Dict[str, str]] = None):
-  """What a result file keeps: a CSV's {'columns', 'rows'} (text cells), or the JSON value;
+  """What a result file keeps: a CSV's {'columns', 'rows'} (a row: column -> text), or the JSON
+  value;
   each folder in `paths` is written as its name there."""
   paths = paths or {}
   with open(path) as f:
@@ -107,7 +108,7 @@ def kept(path: str, paths: Optional[Dict[str, str]] = None):
     header, *rows = list(csv.reader(f))
   keep = [i for i, column in enumerate(header) if column not in TIMING]
   return {'columns': [header[i] for i in keep],
-          'rows': [[_strip(row[i], paths) for i in keep] for row in rows]}
+          'rows': [{header[i]: _strip(row[i], paths) for i in keep} for row in rows]}
 
 
 def run_case(case: Case, checkout: str, work: str, fixtures: str) -> Dict[str, object]:
@@ -142,7 +143,9 @@ def write_golden(case: Case, results: Dict[str, object]) -> None:
         f.write(json.dumps(value, indent=1) + '\n')
       else:
         text = io.StringIO()
-        csv.writer(text, lineterminator='\n').writerows([value['columns'], *value['rows']])
+        writer = csv.DictWriter(text, value['columns'], lineterminator='\n')
+        writer.writeheader()
+        writer.writerows(value['rows'])
         f.write(text.getvalue())
 
 

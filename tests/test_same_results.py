@@ -27,7 +27,7 @@ def test_results_equal_the_golden_files(name, tmp_path):
   case = same_results.BY_NAME[name]
   actual = same_results.run_case(case, same_results.REPO, str(tmp_path), FIXTURES)
   found = same_results.differences(same_results.golden(case), actual, name)
-  assert not found, f'{len(found)} values differ:\n' + '\n'.join(found[:30])
+  assert not found, f'values that differ ({len(found)}):\n' + '\n'.join(found[:30])
 
 
 def test_golden_files_are_small_and_complete():
@@ -46,20 +46,20 @@ def test_kept_values_drop_timing_and_paths(tmp_path):
       '{"summary": {"accuracy": 0.25, "train_seconds": 9.0}, "config": "name = 1", '
       '"rows": [{"seconds": 1, "rmse": 0.9}]}')
   assert same_results.kept(str(tmp_path / 'm.csv'), {str(tmp_path): '<work>'}) == {
-      'columns': ['round', 'loss', 'path'], 'rows': [['1', '0.5', '<work>/x']]}
+      'columns': ['round', 'loss', 'path'], 'rows': [{'round': '1', 'loss': '0.5', 'path': '<work>/x'}]}
   assert same_results.kept(str(tmp_path / 'r.json')) == {
       'summary': {'accuracy': 0.25}, 'rows': [{'rmse': 0.9}]}
 
 
 def test_differences_tolerate_a_relative_1e_6_only():
-  table = {'columns': ['round', 'loss'], 'rows': [['1', '0.5'], ['2', '0.25']]}
-  near = {'columns': ['round', 'loss'], 'rows': [['1', '0.5000004'], ['2', '0.25']]}
-  far = {'columns': ['round', 'loss'], 'rows': [['1', '0.5001'], ['2', '0.25']]}
-  assert same_results.differences(table, near) == []
-  assert same_results.differences(table, far, 'm') == [
-      "m/rows[0][1]: '0.5' became '0.5001' (relative 2.00e-04)"]
-  assert same_results.differences(table, {'columns': ['round'], 'rows': [['1'], ['2']]})
-  assert same_results.differences(table, {**table, 'rows': table['rows'][:1]})
+  def table(*losses, columns=('round', 'loss')):
+    return {'columns': list(columns),
+            'rows': [dict(zip(columns, (str(r), loss))) for r, loss in enumerate(losses, 1)]}
+  assert same_results.differences(table('0.5', '0.25'), table('0.5000004', '0.25')) == []
+  assert same_results.differences(table('0.5', '0.25'), table('0.5001', '0.25'), 'm') == [
+      "m/rows[0]/loss: '0.5' became '0.5001' (relative 2.00e-04)"]
+  assert same_results.differences(table('0.5', '0.25'), table('0.5', '0.25', columns=('round',)))
+  assert same_results.differences(table('0.5', '0.25'), table('0.5'))
   assert same_results.differences({'n': 4, 'm': 'MAML'}, {'n': 5, 'm': 'MAML'}) == [
       '/n: 4 became 5']
   assert same_results.differences({'a': 1.0}, {'a': 1}) == []      # same value, int or float
