@@ -57,7 +57,8 @@ HEADERS = {
     'tests/data': ['test_leaf, test_tff_native and test_repartition read the real data subsets',
                    'in tests/fixtures (//tests/fixtures:files). test_images reads',
                    '/usr/share/datasets when present and skips otherwise.'],
-    'tests/fixtures': ['Small real data cut by .ci/make_fixtures.py (README.md):',
+    'tests/fixtures': ['Small real data cut by .ci/make_fixtures.py (README.md) and the golden',
+                       'results of tests/test_same_results.py (same_results/README.md):',
                        'the data of every test that names FIXTURES.'],
 }
 TESTS_EXTRA = '''
@@ -66,7 +67,7 @@ pytest_runner(name = "pytest_runner")
 FIXTURES_EXTRA = '''
 filegroup(
     name = "files",
-    srcs = glob(["tff/*.sqlite", "tff/*.sqlite.gz", "leaf/**/*.json"]),
+    srcs = glob(["tff/*.sqlite", "tff/*.sqlite.gz", "leaf/**/*.json", "same_results/**"]),
 )
 '''
 TARGET_COMMENTS = {
