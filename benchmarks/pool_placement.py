@@ -37,7 +37,7 @@ import tensorflow_federated as tff  # noqa: E402
 from benchmarks import common  # noqa: E402
 from tff_meta.runtime import grouped  # noqa: E402
 from tff_meta.core import logs  # noqa: E402
-from tff_meta.runtime import contexts, fast_values, grouped_rounds, resident_data  # noqa: E402
+from tff_meta.runtime import contexts, fast_values, resident_data  # noqa: E402
 from tff_meta.runtime.pool import WorkerPool  # noqa: E402
 from tff_meta.runtime.resident import LoopThread  # noqa: E402
 from tff_meta.runtime.tls import open_channel  # noqa: E402
@@ -75,7 +75,7 @@ def main(argv):
   del argv
   logs.quiet()
   ds, model, alg, batch = common.load_round(FLAGS)
-  spec = grouped_rounds.data_spec(alg.process)
+  spec = grouped.data_spec(alg.process)
   data_pool = resident_data.DataPool(spec)
   for _ in range(3):   # seen, pooled, then planned from the pool
     upload, positions = data_pool.plan(grouped.split_groups(batch, len(batch)))

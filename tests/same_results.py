@@ -106,6 +106,9 @@ def kept(path: str, paths: Optional[Dict[str, str]] = None):
     if path.endswith('.json'):
       return _strip(json.load(f), paths)
     header, *rows = list(csv.reader(f))
+  for n, row in enumerate(rows, 2):
+    if len(row) != len(header):
+      raise ValueError(f'{path}, line {n}: {len(row)} cells under a header of {len(header)}.')
   keep = [i for i, column in enumerate(header) if column not in TIMING]
   return {'columns': [header[i] for i in keep],
           'rows': [{header[i]: _strip(row[i], paths) for i in keep} for row in rows]}

@@ -49,6 +49,11 @@ def test_kept_values_drop_timing_and_paths(tmp_path):
       'columns': ['round', 'loss', 'path'], 'rows': [{'round': '1', 'loss': '0.5', 'path': '<work>/x'}]}
   assert same_results.kept(str(tmp_path / 'r.json')) == {
       'summary': {'accuracy': 0.25}, 'rows': [{'rmse': 0.9}]}
+  # A row with more or fewer cells than its header is an error, not a shorter row.
+  for row in ('1,0.5,3.2,x,999', '1,0.5'):
+    (tmp_path / 'bad.csv').write_text(f'round,loss,round_seconds,path\n{row}\n')
+    with pytest.raises(ValueError, match='bad.csv, line 2: .* cells under a header of 4'):
+      same_results.kept(str(tmp_path / 'bad.csv'))
 
 
 def test_differences_tolerate_a_relative_1e_6_only():

@@ -72,6 +72,9 @@ def test_plans(capsys, monkeypatch):
   # Grouped (clients_per_call = 0: the 4 clients in one call), the one call fits: as asked.
   assert _plan(maml, 2000) == _asked(-1, True)
   assert 'call(s) at once' not in capsys.readouterr().err
+  # Groups of 2: 4 clients make 2 calls, which fit; 20 clients make 10, of which 3 fit.
+  assert _plan(maml, 2000, per_call=2) == _asked(-1, True, per_call=2)
+  assert _plan(maml, 2000, clients=20, per_call=2) == _asked(3, True, per_call=2)
   # Not one next to the resident state: the state is sent each round, one call at a time.
   assert _plan(metasgd, 2000) == _asked(1, False)
   assert 'note: Alg: one client call at a time, with the server state sent each round' in \

@@ -130,8 +130,8 @@ def plan(alg, *, resident_state: bool = True, clients_per_call: int = 0,
   local worker sized by `worker_memory_mb` (module docstring; 0 = the keys as they are).
 
   An explicit `max_concurrent_calls` (not -1) is kept as it is; so is a round whose
-  `clients_per_round` calls all fit, or whose one grouped call fits (the local worker's
-  clients in one call, `clients_per_call_for`).
+  `clients_per_round` calls all fit, or whose grouped calls all fit (one group of k clients
+  a call, `clients_per_call_for`).
   """
   asked = ExecutionPlan(resident_state, clients_per_call, max_concurrent_calls)
   budget = budget_mb(worker_memory_mb, memory_bytes)
@@ -143,8 +143,9 @@ def plan(alg, *, resident_state: bool = True, clients_per_call: int = 0,
   base, call = estimate_mb(state, client)
   if calls >= clients_per_round:
     return asked
-  # A grouped round (the worker's clients in one call: `_grouping`) makes one call at a time.
-  if calls >= 1 and _grouping(alg, clients_per_call, clients_per_round, 1)[0] > 1:
+  # A grouped round makes one call per group of k clients (`_grouping`): all of them fit?
+  k = _grouping(alg, clients_per_call, clients_per_round, 1)[0] if calls >= 1 else 1
+  if k > 1 and grouped_rounds.num_groups(clients_per_round, k) <= calls:
     return asked
   if calls >= 1:
     note(f'{alg.display_name}: {calls} client call(s) at once on the worker '

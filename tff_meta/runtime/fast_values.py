@@ -9,7 +9,7 @@ proto in place (children added to their parent; a numpy array of the
 type's dtype and shape is written by TFF's `array.to_proto_content`, any
 other leaf by TFF's serializer and copied once), and `create_value` sends it as
 `RemoteExecutor.create_value` does. The worker receives the same proto
-(`tests/runtime/test_fast_values.py` compares them).
+(`tests/runtime/test_grouped_rounds.py`, `test_fast_values_build_tffs_proto`, compares them).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ the data `grouped.pack_group` would have sent, so the round computes
 exactly what it computed before (`tests/runtime/test_resident_data.py`).
 
 Which arrays are pooled: an array joins the pool in a round where it is
-seen a second time, by content: its key (shape, dtype and a strided sample
-of `KEY_SAMPLES` values) names the pooled arrays it may be, and it is taken
+seen a second time, by content: its key (shape, dtype and a digest of a
+strided sample of `KEY_SAMPLES` values) names the pooled arrays it may be, and it is taken
 for one of them only if it is that very array or every value equals. Keys
 may collide (EMNIST query sets are mostly background pixels, and a small
 sample of them is often all background), so a key holds a list of arrays.
