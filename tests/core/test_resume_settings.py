@@ -171,3 +171,14 @@ def test_recommend_refuses_other_settings_before_it_prepares_data(tmp_path):
     recommend_experiment.run(dataclasses.replace(cfg, methods='mru', checkpoint_every=10,
                                                  name='x'))
   assert not isinstance(e.value, run_folder.RunFolderError)
+
+
+@pytest.mark.parametrize('saved, hinted', [
+    ('rounds = 10\nold_name = 1\n', True),          # a key today's settings lack
+    ('rounds = 10\nseed = 1\n', False),             # a changed setting only
+    ('rounds = 10\nseed = 1\n[how]\na = 1\n', False)])   # and a table that may differ
+def test_the_rename_hint_is_given_only_for_a_key_this_version_lacks(tmp_path, saved, hinted):
+  (tmp_path / resume.CONFIG_FILE).write_text(saved)
+  with pytest.raises(resume.RunFolderError) as error:
+    resume.check_resume(str(tmp_path), {'rounds': 10, 'seed': 0}, may_differ=('how',))
+  assert ('rename_config_keys' in str(error.value)) == hinted, error.value

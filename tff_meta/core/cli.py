@@ -27,13 +27,15 @@ quieted (`logs.quiet`) before `main` runs. It ends the program this way:
   TFF call left in flight can leave a thread that interpreter shutdown waits
   on forever), it ends with `os._exit(143)`;
 - an exception that ends a helper thread (`threading.excepthook`) reaches the
-  main thread (as a KeyboardInterrupt there, or when `main` returns) and ends
-  the program as if `main` had raised it: one `error:` line, once, no
-  traceback. gRPC's "Cannot monitor channel state: Channel closed!" from its
+  main thread (as a KeyboardInterrupt there, raised by THREAD_ERROR_SIGNAL's
+  handler, so that it arrives in a program started with SIGINT ignored, as a
+  shell's background jobs are; or when `main` returns) and ends the program as
+  if `main` had raised it: one `error:` line, once, no traceback. gRPC's "Cannot monitor channel state: Channel closed!" from its
   connectivity poller racing a channel's close is no error and is dropped
   (runtime.workers closes channels after the poller stops; this covers the
   rest). If the main thread does not come back from a call within
-  TERM_GRACE_S, the helper ends the process with the same line;
+  TERM_GRACE_S, the helper ends the process with the same line and exit code
+  (`ending` maps an error to both, for either path);
 - anything else is a bug in this project, not in the input: the program
   prints `error: internal error (<type>: <message>)` and where the full
   traceback was saved, and exits 70 (EX_SOFTWARE). Developers see the
@@ -100,6 +102,8 @@ TERMINATING = threading.Event()
 _TERMINATION_REPORTED = threading.Event()
 _REPORTED = threading.Event()   # an `error:` line was printed
 _THREAD_ERRORS: list = []       # the first exception that ended a helper thread
+_PROGRAM_ERRORS: list = [(), lambda e: 1]   # the running program's user errors and exit_code
+THREAD_ERROR_SIGNAL = signal.SIGUSR1   # how a helper thread's error interrupts the main thread
 
 
 def fail(message: object, code: int = 1) -> NoReturn:
@@ -187,7 +191,8 @@ def environment_error(error: BaseException) -> Optional[str]:
   return None
 
 
-def _internal_error(error: BaseException) -> NoReturn:
+def _internal_error_message(error: BaseException) -> str:
+  """The line for a bug: what was raised, and where its traceback is (a file, or stderr)."""
   text = ''.join(traceback.format_exception(error))
   if os.environ.get(TRACEBACK_ENV, '').strip() not in ('', '0'):
     print(text, file=sys.stderr, flush=True)
@@ -202,9 +207,27 @@ def _internal_error(error: BaseException) -> NoReturn:
     except OSError:
       print(text, file=sys.stderr, flush=True)
       saved = 'printed above'
-  fail(f'internal error ({type(error).__name__}: {error}). This is a bug in tff_meta, not in '
-       f'your input as far as it can tell; please report it with the traceback ({saved}; '
-       f'{TRACEBACK_ENV}=1 prints it).', INTERNAL_ERROR_EXIT_CODE)
+  return (f'internal error ({type(error).__name__}: {error}). This is a bug in tff_meta, not in '
+          f'your input as far as it can tell; please report it with the traceback ({saved}; '
+          f'{TRACEBACK_ENV}=1 prints it).')
+
+
+def ending(error: BaseException) -> Tuple[str, int]:
+  """The `error:` line and exit code that `error` ends the running program with, as the
+  module docstring says; the one mapping both the main thread and `_end_from_thread` use."""
+  user_errors, exit_code = _PROGRAM_ERRORS
+  if isinstance(error, user_errors):
+    return str(error), exit_code(error)
+  if isinstance(error, app.UsageError):
+    return f'{error} (--helpshort lists the flags).', 1
+  if isinstance(error, OSError):
+    return environment_error(error) or describe_os_error(error), 1
+  if isinstance(error, KeyboardInterrupt):
+    return f'interrupted. {RESUME_HINT}', INTERRUPTED_EXIT_CODE
+  message = environment_error(error)
+  if message is not None:
+    return message, 1
+  return _internal_error_message(error), INTERNAL_ERROR_EXIT_CODE
 
 
 def _closed_channel_noise(error: BaseException) -> bool:
@@ -219,42 +242,46 @@ def _thread_excepthook(args) -> None:
       or TERMINATING.is_set() or _THREAD_ERRORS):
     return
   _THREAD_ERRORS.append(error)
-  _thread.interrupt_main()   # a KeyboardInterrupt in the main thread, which reports `error`
+  # A KeyboardInterrupt in the main thread, which reports `error`. Through a signal of its
+  # own: a program started in the background of a shell has SIGINT ignored, and
+  # `interrupt_main()` does nothing for an ignored signal.
+  handled = signal.getsignal(THREAD_ERROR_SIGNAL) is _interrupt_main_thread
+  _thread.interrupt_main(THREAD_ERROR_SIGNAL if handled else signal.SIGINT)
   timer = threading.Timer(TERM_GRACE_S, _end_from_thread, (error,))
   timer.daemon = True
   timer.start()
 
 
+def _interrupt_main_thread(signum, frame) -> None:
+  """THREAD_ERROR_SIGNAL's handler: a helper thread's error ends `main` (a stray SIGUSR1
+  from outside, with no such error, is ignored)."""
+  del signum, frame
+  if _THREAD_ERRORS:
+    raise KeyboardInterrupt
+
+
 def _end_from_thread(error: BaseException) -> None:
-  """The main thread did not report a helper thread's error in time: print it and end."""
+  """The main thread did not report a helper thread's error in time (it is inside a call
+  that does not return): print the line it would have printed, and end with its code."""
+  message, code = ending(error)
   if not _REPORTED.is_set():
     _REPORTED.set()
-    print(f'error: {one_line(f"{type(error).__name__}: {error}")}', file=sys.stderr, flush=True)
-  os._exit(1)  # pylint: disable=protected-access
+    print(f'error: {one_line(message)}', file=sys.stderr, flush=True)
+  os._exit(code)  # pylint: disable=protected-access
 
 
 def guard(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
           exit_code: Callable[[BaseException], int] = lambda e: 1) -> Callable:
   """`main` after the programs' prologue (no stray arguments, quiet logs), with every
-  way it can end mapped as the module docstring says."""
+  way it can end mapped as the module docstring says (`ending`)."""
   def report(e: BaseException) -> NoReturn:
-    if isinstance(e, user_errors):
-      fail(e, exit_code(e))
-    if isinstance(e, app.UsageError):
-      fail(f'{e} (--helpshort lists the flags).')
-    if isinstance(e, OSError):
-      fail(environment_error(e) or describe_os_error(e))
-    if isinstance(e, KeyboardInterrupt):
-      fail(f'interrupted. {RESUME_HINT}', INTERRUPTED_EXIT_CODE)
-    message = environment_error(e)
-    if message is not None:
-      fail(message)
-    _internal_error(e)
+    fail(*ending(e))
 
   @functools.wraps(main)
   def guarded(argv):
     _REPORTED.clear()
     del _THREAD_ERRORS[:]
+    _PROGRAM_ERRORS[:] = [user_errors, exit_code]
     try:
       if len(argv) > 1:
         raise app.UsageError(f'Unexpected arguments: {argv[1:]}')
@@ -295,6 +322,7 @@ def run(main: Callable, user_errors: Tuple[Type[BaseException], ...] = (),
   """`absl.app.run(main)`, ending as the module docstring says."""
   if threading.current_thread() is threading.main_thread():
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(THREAD_ERROR_SIGNAL, _interrupt_main_thread)
   threading.excepthook = _thread_excepthook
   app.run(guard(main, user_errors, exit_code), flags_parser=parse_flags)
 

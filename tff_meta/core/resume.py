@@ -111,8 +111,7 @@ def check_resume(folder: str, current: Mapping[str, Any], **rules) -> None:
         f'restore it, use a new --output_dir, or delete {folder} to start over.') from None
   changes = settings_changes(saved, current, **rules)
   if changes:
-    renamed = any(key not in current for key in saved
-                  if not _covered(key, tuple(rules.get('may_differ', ()))))
+    renamed = any(change.endswith(f'-> ({UNKNOWN})') for change in changes)   # its rule, once
     raise RunFolderError(
         f'{folder} holds a run with other settings, which change what it computes: '
         f'{"; ".join(changes)}. Resuming would mix two runs. Rerun with the settings of {path}, '
