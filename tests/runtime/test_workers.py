@@ -297,6 +297,8 @@ def test_closing_a_worker_prints_no_grpc_traceback():
   """Issue 68: gRPC's connectivity poller raised 'Cannot monitor channel state: Channel
   closed!' with a traceback when a channel closed under it (intermittent: 5 runs)."""
   code = textwrap.dedent('''
+      import faulthandler, sys
+      faulthandler.dump_traceback_later(240, exit=True)   # a hang shows its threads' stacks
       from tff_meta.runtime import pool, workers
       for _ in range(3):
         p = pool.WorkerPool.local(1)
