@@ -30,8 +30,9 @@ quieted (`logs.quiet`) before `main` runs. It ends the program this way:
   main thread (as a KeyboardInterrupt there, raised by THREAD_ERROR_SIGNAL's
   handler, so that it arrives in a program started with SIGINT ignored, as a
   shell's background jobs are; or when `main` returns) and ends the program as
-  if `main` had raised it: one `error:` line, once, no traceback. gRPC's "Cannot monitor channel state: Channel closed!" from its
-  connectivity poller racing a channel's close is no error and is dropped
+  if `main` had raised it: one `error:` line, once, no traceback. gRPC's
+  "Cannot monitor channel state: Channel closed!" from its connectivity
+  poller racing a channel's close is no error and is dropped
   (runtime.workers closes channels after the poller stops; this covers the
   rest). If the main thread does not come back from a call within
   TERM_GRACE_S, the helper ends the process with the same line and exit code
@@ -101,6 +102,7 @@ def one_line(message: object) -> str:
 TERMINATING = threading.Event()
 _TERMINATION_REPORTED = threading.Event()
 _REPORTED = threading.Event()   # an `error:` line was printed
+_REPORTED_CODE: list = [1]      # and the exit code it ends with
 _THREAD_ERRORS: list = []       # the first exception that ended a helper thread
 _PROGRAM_ERRORS: list = [(), lambda e: 1]   # the running program's user errors and exit_code
 THREAD_ERROR_SIGNAL = signal.SIGUSR1   # how a helper thread's error interrupts the main thread
@@ -114,6 +116,7 @@ def fail(message: object, code: int = 1) -> NoReturn:
       sys.exit(TERMINATED_EXIT_CODE)
     _TERMINATION_REPORTED.set()
     message, code = f'terminated (SIGTERM). {RESUME_HINT}', TERMINATED_EXIT_CODE
+  _REPORTED_CODE[:] = [code]
   _REPORTED.set()
   print(f'error: {one_line(message)}', file=sys.stderr, flush=True)
   sys.exit(code)
@@ -263,10 +266,11 @@ def _interrupt_main_thread(signum, frame) -> None:
 def _end_from_thread(error: BaseException) -> None:
   """The main thread did not report a helper thread's error in time (it is inside a call
   that does not return): print the line it would have printed, and end with its code."""
+  if _REPORTED.is_set():   # the main thread printed its line and is on its way out
+    os._exit(_REPORTED_CODE[0])  # pylint: disable=protected-access
+  _REPORTED.set()
   message, code = ending(error)
-  if not _REPORTED.is_set():
-    _REPORTED.set()
-    print(f'error: {one_line(message)}', file=sys.stderr, flush=True)
+  print(f'error: {one_line(message)}', file=sys.stderr, flush=True)
   os._exit(code)  # pylint: disable=protected-access
 
 
